@@ -1,0 +1,206 @@
+"""Settings: one YAML file (with ``${ENV_VAR}`` substitution) validated into typed models.
+
+Every limit and duration the engine uses lives here with the reference implementation's value as its
+default, so operators can tune any of them without touching code.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+__all__ = [
+    "AuthConfig",
+    "ConfigError",
+    "FallbackConfig",
+    "ModelConfig",
+    "ModelLimits",
+    "ProviderConfig",
+    "ServerConfig",
+    "Settings",
+    "StorageConfig",
+    "StreamConfig",
+    "load_settings",
+    "substitute_env",
+]
+
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+class ConfigError(Exception):
+    """The configuration file is missing, not YAML, or does not validate."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class ModelLimits(_Model):
+    """Free-tier limits of one model on one key; ``None`` means no figure is known."""
+
+    rpm: int | None = None
+    rpd: int | None = None
+    tpm: int | None = None
+    tpd: int | None = None
+
+
+class ModelConfig(_Model):
+    id: str
+    display_name: str | None = None
+    context_window: int | None = None
+    tools: bool = True
+    vision: bool = False
+    enabled: bool = True
+    limits: ModelLimits = Field(default_factory=ModelLimits)
+
+
+class ProviderConfig(_Model):
+    name: str
+    kind: Literal["openai", "gemini", "anthropic"] = "openai"
+    base_url: str
+    keys: list[str] = Field(default_factory=list)
+    models: list[ModelConfig] = Field(default_factory=list)
+    enabled: bool = True
+    timeout_s: float = 60.0
+    """First-byte timeout for this provider's requests (the reference's per-platform chat timeout)."""
+    headers: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _name_has_no_slash(cls, v: str) -> str:
+        if not v or "/" in v or ":" in v:
+            raise ValueError("provider name must be non-empty and contain no '/' or ':'")
+        return v
+
+    @field_validator("keys")
+    @classmethod
+    def _drop_empty_keys(cls, v: list[str]) -> list[str]:
+        # An unset ${VAR} substitutes to "": such a key simply isn't configured.
+        return [k for k in v if k.strip()]
+
+
+class ServerConfig(_Model):
+    host: str = "127.0.0.1"
+    port: int = 3001
+    workers: int = 1
+    body_limit_mb: float = 25.0
+    ip_rate_limit_rpm: int = 120
+    """Per-client-IP requests per 60 s window on /v1 (0 turns the limiter off)."""
+    shutdown_grace_s: float = 10.0
+    header_value_max: int = 256
+
+
+class AuthConfig(_Model):
+    api_keys: list[str] = Field(default_factory=list)
+
+    @field_validator("api_keys")
+    @classmethod
+    def _drop_empty(cls, v: list[str]) -> list[str]:
+        return [k for k in v if k.strip()]
+
+
+class StorageConfig(_Model):
+    path: Path | None = None
+    """Data directory; SQLite lives here. Defaults to the user's data directory."""
+    request_log_retention_days: int = 30
+
+
+class FallbackConfig(_Model):
+    max_attempts: int = 20
+    time_budget_s: float = 45.0
+    """Wall-clock budget, checked before the third attempt on (0 = none)."""
+    max_consecutive_upstream_fails: int = 0
+    """Breaker: the N-th upstream failure in a row ends the request with 503 (0 = off)."""
+    expose_detail_header: bool = False
+    cooldown_default_s: float = 90.0
+    cooldown_local_s: float = 5.0
+    cooldown_auth_s: float = 300.0
+    cooldown_credit_s: float = 86400.0
+    cooldown_tier_s: float = 86400.0
+    cooldown_max_s: float = 86400.0
+    cooldown_ladder_s: list[float] = Field(default_factory=lambda: [120.0, 600.0, 3600.0, 86400.0])
+    cooldown_null_limit_cap_s: float = 600.0
+    model_bench_failures: int = 3
+    model_bench_window_s: float = 900.0
+    model_bench_cooldown_s: float = 600.0
+    empty_length_streak: int = 3
+    lease_ttl_s: float = 120.0
+
+
+class StreamConfig(_Model):
+    first_byte_timeout_s: float | None = None
+    """Overrides every provider's ``timeout_s`` when set."""
+    stall_timeout_s: float = 90.0
+    """Longest silence allowed between two upstream reads once the stream has started."""
+    dialect_hold_chars: int = 256
+    connect_timeout_s: float = 10.0
+
+
+class RoutingConfig(_Model):
+    output_reserve_default: int = 1000
+    output_reserve_cap: int = 2000
+    image_token_estimate: int = 1000
+
+
+class Settings(_Model):
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    auth: AuthConfig = Field(default_factory=AuthConfig)
+    storage: StorageConfig = Field(default_factory=StorageConfig)
+    providers: list[ProviderConfig] = Field(default_factory=list)
+    chain: list[str] = Field(default_factory=list)
+    fallback: FallbackConfig = Field(default_factory=FallbackConfig)
+    stream: StreamConfig = Field(default_factory=StreamConfig)
+    routing: RoutingConfig = Field(default_factory=RoutingConfig)
+
+    @field_validator("providers")
+    @classmethod
+    def _unique_names(cls, v: list[ProviderConfig]) -> list[ProviderConfig]:
+        seen: set[str] = set()
+        for p in v:
+            if p.name in seen:
+                raise ValueError(f"duplicate provider name {p.name!r}")
+            seen.add(p.name)
+        return v
+
+
+def substitute_env(value: Any, env: dict[str, str] | None = None) -> Any:
+    """Replace ``${VAR}`` (or ``${VAR:-default}``) in every string of a parsed YAML tree.
+
+    An unset variable without a default becomes "" so a key list can name optional keys.
+    """
+    environ = os.environ if env is None else env
+    if isinstance(value, str):
+        return _ENV_REF.sub(lambda m: environ.get(m.group(1), m.group(2) or ""), value)
+    if isinstance(value, list):
+        return [substitute_env(v, env) for v in value]
+    if isinstance(value, dict):
+        return {k: substitute_env(v, env) for k, v in value.items()}
+    return value
+
+
+def load_settings(path: str | os.PathLike[str], env: dict[str, str] | None = None) -> Settings:
+    """Read, substitute and validate a YAML config file. Raises :class:`ConfigError` with a clear reason."""
+    p = Path(path)
+    try:
+        raw = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {p}: {exc.strerror or exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"config {p} is not valid YAML: {exc}") from exc
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"config {p} must be a mapping at the top level")
+    try:
+        settings = Settings.model_validate(substitute_env(raw, env))
+    except ValidationError as exc:
+        lines = [f"  {'.'.join(str(x) for x in e['loc'])}: {e['msg']}" for e in exc.errors()]
+        raise ConfigError(f"config {p} is invalid:\n" + "\n".join(lines)) from exc
+    if settings.storage.path is not None and not settings.storage.path.is_absolute():
+        settings.storage.path = (p.parent / settings.storage.path).resolve()
+    return settings

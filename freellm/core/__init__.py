@@ -1,0 +1,1 @@
+"""The canonical form: a validated chat request and chat.completion.chunk-shaped dicts."""

@@ -1,0 +1,83 @@
+"""Canonical stream chunks: ``chat.completion.chunk``-shaped dicts.
+
+Chunks stay plain dicts (parsed once with orjson, re-serialised once) so the OpenAI-to-OpenAI path is
+nearly a pass-through; the TypedDicts below document the shape for readers and type checkers.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, NotRequired, TypedDict
+
+
+class FunctionDelta(TypedDict, total=False):
+    name: str
+    arguments: str
+
+
+class ToolCallDelta(TypedDict, total=False):
+    index: int
+    id: str
+    type: Literal["function"]
+    function: FunctionDelta
+
+
+class Delta(TypedDict, total=False):
+    role: str
+    content: str | None
+    reasoning_content: str | None
+    reasoning: str | None
+    tool_calls: list[ToolCallDelta] | None
+
+
+class Choice(TypedDict):
+    index: int
+    delta: Delta
+    finish_reason: str | None
+
+
+class Usage(TypedDict, total=False):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class ChatChunk(TypedDict):
+    id: str
+    object: Literal["chat.completion.chunk"]
+    created: int
+    model: str
+    choices: list[Choice]
+    usage: NotRequired[Usage | None]
+
+
+# Chunks from upstreams are only ever *shaped* like ChatChunk; code that handles them treats them as dicts.
+Chunk = dict[str, Any]
+
+
+def make_chunk(
+    chunk_id: str,
+    created: int,
+    model: str,
+    delta: dict[str, Any],
+    finish_reason: str | None = None,
+) -> Chunk:
+    """Build one synthetic chunk (our own framing: finish chunk, tool-call chunk, held text)."""
+    return {
+        "id": chunk_id,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+    }
+
+
+def make_usage_chunk(chunk_id: str, created: int, model: str, usage: dict[str, Any]) -> Chunk:
+    """The usage-only frame, emitted once after the finish chunk."""
+    return {
+        "id": chunk_id,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "choices": [],
+        "usage": usage,
+    }

@@ -1,0 +1,137 @@
+"""The ``StateStore`` seam: everything the engine remembers between requests.
+
+One gateway process uses :class:`~freellm.store.sqlite.SQLiteStore` (authoritative state in memory,
+written behind to SQLite so a restart keeps cooldowns, counters and the request log). Several replicas
+share a Redis-backed store implementing the same protocol. The engine never touches a backend directly.
+
+Scopes are plain strings built by :func:`key_scope` / :func:`model_scope` so every backend stores them
+the same way. Times are epoch seconds (float) unless a name says ``_ms``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+__all__ = [
+    "CooldownRecord",
+    "RequestLogRow",
+    "StateStore",
+    "UsageSnapshot",
+    "key_scope",
+    "model_scope",
+]
+
+
+def key_scope(provider: str, model: str, key_id: str) -> str:
+    """Scope of one (provider, model, key). ``key_id`` is a stable non-secret key fingerprint."""
+    return f"{provider}\x1f{model}\x1f{key_id}"
+
+
+def model_scope(provider: str, model: str) -> str:
+    return f"{provider}\x1f{model}"
+
+
+@dataclass(frozen=True, slots=True)
+class CooldownRecord:
+    until: float
+    """Epoch seconds when the cooldown ends."""
+    source: str
+    """Why: ``heuristic`` | ``authoritative`` | ``credit`` | ``tier`` | ``auth`` | ``bench``."""
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class UsageSnapshot:
+    """Counters of one key scope at one instant, leases included."""
+
+    requests_minute: int = 0
+    requests_day: int = 0
+    tokens_minute: int = 0
+    tokens_day: int = 0
+    leased_requests: int = 0
+    leased_tokens: int = 0
+
+
+@dataclass(slots=True)
+class RequestLogRow:
+    """One row per request the gateway answered (or that the client abandoned)."""
+
+    request_id: str
+    ts: float
+    surface: str
+    requested_model: str
+    route: str | None
+    status: int
+    stream: bool
+    attempts: int
+    latency_ms: int
+    ttfb_ms: int | None
+    tokens_in: int
+    tokens_out: int
+    error_class: str | None = None
+    outcome: str = "success"
+    """``success`` | ``error`` | ``canceled``."""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class StateStore(Protocol):
+    """Every operation the engine needs; each backend implements all of them."""
+
+    async def open(self) -> None:
+        """Create tables/connections and load persisted state."""
+
+    async def close(self) -> None:
+        """Flush everything pending and release resources. Idempotent."""
+
+    async def flush(self) -> None:
+        """Persist everything written so far (write-behind backends)."""
+
+    # -- cooldowns per key scope (or model scope for a bench) --------------------------------------
+    async def get_cooldown(self, scope: str, now: float) -> CooldownRecord | None:
+        """The active cooldown of ``scope``, or None when there is none or it expired."""
+
+    async def set_cooldown(self, scope: str, record: CooldownRecord) -> None:
+        """Set a cooldown; never shortens an active longer one."""
+
+    async def clear_cooldown(self, scope: str) -> None: ...
+
+    async def active_cooldowns(self, now: float) -> dict[str, CooldownRecord]:
+        """Every cooldown still running (for ``retryAtMs`` and dashboards)."""
+
+    # -- rate windows and in-flight leases per key scope -------------------------------------------
+    async def usage(self, scope: str, now: float) -> UsageSnapshot:
+        """Requests and tokens in the last 60 s and 24 h, plus live leases."""
+
+    async def record_usage(self, scope: str, tokens: int, now: float) -> None:
+        """Count one successful request and its tokens (counters are written only on success)."""
+
+    async def acquire_lease(self, scope: str, tokens: int, now: float, ttl_s: float) -> str:
+        """Reserve one in-flight request and its token estimate; returns a lease id."""
+
+    async def release_lease(self, scope: str, lease_id: str) -> None:
+        """Release a lease. Idempotent: releasing twice or an expired lease is a no-op."""
+
+    async def lease_count(self) -> int:
+        """Live leases across all scopes (tests check it returns to zero)."""
+
+    # -- timestamped events (ladder hits, 429 streaks, model-bench failures, empty-length streaks) --
+    async def add_event(self, name: str, scope: str, now: float, window_s: float) -> int:
+        """Record an event and return how many of that name/scope fall inside the last ``window_s``."""
+
+    async def count_events(self, name: str, scope: str, now: float, window_s: float) -> int: ...
+
+    async def clear_events(self, name: str, scope: str) -> None: ...
+
+    # -- request log --------------------------------------------------------------------------------
+    async def log_request(self, row: RequestLogRow) -> None:
+        """Append a request-log row (may be written behind; never blocks the reply)."""
+
+    async def recent_requests(self, limit: int = 100) -> list[RequestLogRow]:
+        """Newest first."""
+
+    # -- small key/value settings (generated client key, etc.) ---------------------------------------
+    async def get_setting(self, name: str) -> str | None: ...
+
+    async def set_setting(self, name: str, value: str) -> None: ...

@@ -1,0 +1,1 @@
+"""freellm.wire"""
