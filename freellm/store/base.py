@@ -51,6 +51,11 @@ class UsageSnapshot:
     tokens_day: int = 0
     leased_requests: int = 0
     leased_tokens: int = 0
+    minute_frees_at: float | None = None
+    """When the oldest usage in the 60 s window leaves it (None: the window is empty). Best effort, for
+    ``retryAtMs`` hints; a backend that cannot tell leaves it None."""
+    day_frees_at: float | None = None
+    """The same for the sliding 24 h window."""
 
 
 @dataclass(slots=True)

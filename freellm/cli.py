@@ -1,0 +1,180 @@
+"""The ``freellm`` command: serve | sim | demo | check-config. Thin: parse arguments, call the library."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import secrets
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from freellm import __version__
+from freellm.config import ConfigError, Settings, load_settings
+
+__all__ = ["main"]
+
+log = logging.getLogger("freellm")
+
+
+def _event_loop() -> asyncio.AbstractEventLoop:
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - uvloop is a dependency everywhere but Windows
+        return asyncio.new_event_loop()
+    return uvloop.new_event_loop()
+
+
+def default_settings(env: Mapping[str, str]) -> Settings:
+    """The embedded default: built-in free-tier catalog enabled by the usual API-key variables."""
+    from freellm.routing.builtin import builtin_settings
+
+    providers, chain = builtin_settings(env)
+    return Settings(providers=providers, chain=chain)
+
+
+def resolve_client_keys(settings: Settings, data_dir: Path, env: Mapping[str, str]) -> tuple[list[str], str | None]:
+    """Client keys: the config's, else FREELLM_API_KEY, else one generated once and stored in the data dir.
+
+    Returns the keys and, when the key came from the environment or the data dir, that key (to print).
+    """
+    if settings.auth.api_keys:
+        return settings.auth.api_keys, None
+    from_env = env.get("FREELLM_API_KEY", "").strip()
+    if from_env:
+        return [from_env], None
+    path = data_dir / "client_key"
+    if path.exists():
+        key = path.read_text(encoding="utf-8").strip()
+        if key:
+            return [key], key
+    key = "sk-freellm-" + secrets.token_urlsafe(24)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(key + "\n")
+    return [key], key
+
+
+def _load(args: argparse.Namespace) -> Settings:
+    if args.config:
+        return load_settings(args.config)
+    return default_settings(os.environ)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from aiohttp import web
+
+    from freellm.server.app import create_app, default_data_dir
+
+    settings = _load(args)
+    if args.host:
+        settings.server.host = args.host
+    if args.port is not None:
+        settings.server.port = args.port
+    if settings.storage.path is None:
+        settings.storage.path = default_data_dir()
+    keys, shown = resolve_client_keys(settings, settings.storage.path, os.environ)
+    app = create_app(settings, client_keys=keys)
+    host, port = settings.server.host, settings.server.port
+    routes = sum(len(p.models) for p in settings.providers if p.keys)
+    print(f"freellm {__version__} on http://{host}:{port}  (data: {settings.storage.path})", flush=True)
+    print(f"providers with keys: {sum(1 for p in settings.providers if p.keys)}, routes: {routes}", flush=True)
+    if shown:
+        print(f"client API key: {shown}", flush=True)
+    web.run_app(
+        app,
+        host=host,
+        port=port,
+        handler_cancellation=True,
+        shutdown_timeout=settings.server.shutdown_grace_s,
+        print=None,
+        access_log=None,
+        loop=_event_loop(),
+    )
+    return 0
+
+
+def cmd_sim(args: argparse.Namespace) -> int:
+    from freellm.sim import SimSettings, load_sim_settings, run_sim_forever
+
+    settings = load_sim_settings(args.scenario_file) if args.scenario_file else SimSettings()
+    if args.chunks is not None:
+        settings.default.chunks = args.chunks
+    if args.chunk_delay_ms is not None:
+        settings.default.chunk_delay_ms = args.chunk_delay_ms
+    print(f"freellm simulator on http://{args.host}:{args.port}/<provider>/v1", flush=True)
+    loop = _event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_until_complete(run_sim_forever(args.host, args.port, settings))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from freellm.demo import run_demo
+
+    loop = _event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        return loop.run_until_complete(run_demo(port=args.port, once=args.once))
+    except KeyboardInterrupt:
+        return 0
+
+
+def cmd_check_config(args: argparse.Namespace) -> int:
+    settings = load_settings(args.config)
+    keyed = [p.name for p in settings.providers if p.keys]
+    print(f"ok: {len(settings.providers)} providers ({len(keyed)} with keys), chain of {len(settings.chain)}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="freellm", description="Self-hosted LLM API gateway.")
+    parser.add_argument("--version", action="version", version=f"freellm {__version__}")
+    parser.add_argument("--log-level", default=os.environ.get("FREELLM_LOG_LEVEL", "INFO"))
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the gateway")
+    serve.add_argument("--config", help="YAML config file (default: built-in catalog, keys from env)")
+    serve.add_argument("--host")
+    serve.add_argument("--port", type=int)
+    serve.set_defaults(func=cmd_serve)
+
+    sim = sub.add_parser("sim", help="run the upstream simulator (OpenAI wire, scripted faults)")
+    sim.add_argument("--host", default="127.0.0.1")
+    sim.add_argument("--port", type=int, default=9101)
+    sim.add_argument("--chunks", type=int, help="content chunks per streamed answer")
+    sim.add_argument("--chunk-delay-ms", type=float, help="delay between streamed chunks")
+    sim.add_argument("--scenario-file", help="YAML/JSON file with default, models and per_model scenarios")
+    sim.set_defaults(func=cmd_sim)
+
+    demo = sub.add_parser("demo", help="simulator + gateway together, with one failing provider")
+    demo.add_argument("--port", type=int, default=3001)
+    demo.add_argument("--once", action="store_true", help="make the demo request, print it, and exit")
+    demo.set_defaults(func=cmd_demo)
+
+    check = sub.add_parser("check-config", help="validate a config file and exit")
+    check.add_argument("config")
+    check.set_defaults(func=cmd_check_config)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+    try:
+        return int(args.func(args))
+    except ConfigError as exc:
+        print(f"freellm: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

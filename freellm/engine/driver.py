@@ -1,0 +1,103 @@
+"""The async driver of one attempt: open the upstream, feed the pump, hand its output to the sink.
+
+This is the only place where the pump meets I/O. A failure before the sink committed propagates (the
+fallback loop retries elsewhere, invisibly); a failure after commit is reported in-band, once, and the
+attempt ends as committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from freellm.config import Settings
+from freellm.core.request import ChatRequest
+from freellm.core.tokens import estimate_text_tokens
+from freellm.engine.context import Attempt, Sink, TurnOutcome
+from freellm.engine.pump import StreamPump
+from freellm.engine.redact import redact
+from freellm.errors import UpstreamError
+from freellm.providers.base import Timeouts
+
+__all__ = ["HedgeExpired", "drive_attempt"]
+
+
+class HedgeExpired(Exception):
+    """The loop's wall-clock budget ran out while an uncommitted attempt was still waiting."""
+
+
+def attempt_timeouts(settings: Settings, attempt: Attempt) -> Timeouts:
+    stream = settings.stream
+    first_byte = stream.first_byte_timeout_s or attempt.provider.config.timeout_s
+    return Timeouts(connect=stream.connect_timeout_s, first_byte=first_byte, stall=stream.stall_timeout_s)
+
+
+async def drive_attempt(
+    attempt: Attempt, req: ChatRequest, sink: Sink, settings: Settings
+) -> TurnOutcome:
+    loop = asyncio.get_running_loop()
+    started = loop.time()
+    pump = StreamPump(
+        attempt.route.model,
+        wants_tools=req.wants_tools,
+        hold_limit=settings.stream.dialect_hold_chars,
+    )
+    ttfb_ms: int | None = None
+    body = req.upstream_body(attempt.route.model, stream=sink.streaming)
+    hedge = asyncio.timeout_at(attempt.deadline)
+    upstream = None
+    try:
+        async with hedge:
+            upstream = await attempt.provider.open(
+                body, attempt.key, stream=sink.streaming, timeouts=attempt_timeouts(settings, attempt)
+            )
+            async for chunk in upstream:
+                out = pump.feed(chunk)
+                if ttfb_ms is None and pump.first_token:
+                    ttfb_ms = int((loop.time() - started) * 1000)
+                if out:
+                    if not sink.committed:
+                        hedge.reschedule(None)
+                    await sink.send(attempt, out)
+            out = pump.finish(
+                saw_done=upstream.saw_done,
+                include_usage=req.include_usage,
+                usage_estimate=estimate_text_tokens(pump.output_chars),
+            )
+            hedge.reschedule(None)
+            await sink.send(attempt, out)
+            await sink.end()
+    except TimeoutError as exc:
+        if hedge.expired() and not sink.committed:
+            raise HedgeExpired() from exc
+        raise
+    except UpstreamError as err:
+        if not sink.committed:
+            raise
+        await sink.fail(attempt, redact(err.message, (attempt.key,)))
+        return _outcome(attempt, pump, ttfb_ms, committed_error=err)
+    finally:
+        if upstream is not None:
+            with contextlib.suppress(Exception):
+                await upstream.aclose()
+    return _outcome(attempt, pump, ttfb_ms)
+
+
+def _outcome(
+    attempt: Attempt, pump: StreamPump, ttfb_ms: int | None, committed_error: UpstreamError | None = None
+) -> TurnOutcome:
+    result = pump.result()
+    usage = result.usage or {}
+    tokens_out = usage.get("completion_tokens")
+    if not isinstance(tokens_out, int):
+        tokens_out = estimate_text_tokens(pump.output_chars)
+    tokens_in = usage.get("prompt_tokens")
+    return TurnOutcome(
+        attempt=attempt,
+        result=result,
+        ttfb_ms=ttfb_ms,
+        trail=attempt.trail,
+        committed_error=committed_error,
+        tokens_in=tokens_in if isinstance(tokens_in, int) else 0,
+        tokens_out=tokens_out,
+    )

@@ -1,0 +1,219 @@
+"""The unified fallback loop, shared by every surface.
+
+It asks the router for a (route, key), runs the surface's attempt, and on a failure decides — from the
+failure class alone — what to skip, whether to cool the key down, and whether to go on. It owns the
+attempt limit, the wall-clock budget and hedge, the breaker, the trail and the exhaustion ladder.
+Cancellation (client gone) passes straight through: no cooldown, no penalty, lease released.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from freellm.config import Settings
+from freellm.engine.context import Attempt, RequestContext, TurnOutcome
+from freellm.engine.driver import HedgeExpired
+from freellm.engine.exhaustion import exhausted_after_attempts, exhausted_without_attempts
+from freellm.engine.failure import Failure, FailureKind, classify
+from freellm.engine.redact import redact
+from freellm.errors import Exhausted, TrailEntry, UpstreamError
+from freellm.routing.cooldowns import bench_decision, decide_cooldown
+from freellm.routing.router import Needs, Plan, Router, SkipSets
+from freellm.store.base import CooldownRecord, StateStore, key_scope, model_scope
+
+__all__ = ["FallbackLoop"]
+
+RunAttempt = Callable[[Attempt], Awaitable[TurnOutcome]]
+
+_DAY = 86400.0
+_HOUR = 3600.0
+
+
+@dataclass(slots=True)
+class _LoopState:
+    trail: list[TrailEntry] = field(default_factory=list)
+    failures: list[Failure] = field(default_factory=list)
+    skip: SkipSets = field(default_factory=SkipSets)
+    key_ordinals: dict[str, int] = field(default_factory=dict)
+    consecutive_failures: int = 0
+    breaker_tripped: bool = False
+    budget_ran_out: bool = False
+
+
+class FallbackLoop:
+    def __init__(self, settings: Settings, router: Router, store: StateStore) -> None:
+        self._settings = settings
+        self._router = router
+        self._store = store
+
+    async def run(self, ctx: RequestContext, plan: Plan, needs: Needs, run_attempt: RunAttempt) -> TurnOutcome:
+        cfg = self._settings.fallback
+        loop = asyncio.get_running_loop()
+        state = _LoopState()
+        budget = cfg.time_budget_s
+        for number in range(cfg.max_attempts):
+            deadline = None
+            if number >= 2 and budget > 0:
+                deadline = ctx.started + budget
+                if loop.time() >= deadline:
+                    state.budget_ran_out = True
+                    break
+            pick = await self._router.pick(plan, needs, state.skip, time.time())
+            if pick.choice is None:
+                if number == 0:
+                    raise exhausted_without_attempts(
+                        pick.diagnostics,
+                        retry_at_ms=await self._soonest_retry_ms(),
+                        now_ms=int(time.time() * 1000),
+                    )
+                break
+            route, key = pick.choice
+            key_n = state.key_ordinals.setdefault(f"{route.provider}\x1f{key.key_id}", len(state.key_ordinals) + 1)
+            attempt = Attempt(
+                number=number,
+                route=route,
+                provider=self._router.provider(route.provider),
+                key=key.secret,
+                key_id=key.key_id,
+                key_n=key_n,
+                lease_id=pick.lease_id,
+                trail=state.trail,
+                deadline=deadline,
+            )
+            started = loop.time()
+            try:
+                outcome = await run_attempt(attempt)
+            except UpstreamError as err:
+                if await self._on_failure(ctx, state, attempt, err, started):
+                    break
+                continue
+            except HedgeExpired:
+                state.trail.append(self._entry(ctx, attempt, "timeout", "time budget exhausted", started))
+                state.budget_ran_out = True
+                break
+            finally:
+                await self._store.release_lease(key_scope(route.provider, route.model, key.key_id), pick.lease_id)
+            await self._on_success(attempt, outcome)
+            return outcome
+        raise exhausted_after_attempts(
+            state.trail,
+            state.failures,
+            breaker_tripped=state.breaker_tripped,
+            retry_at_ms=await self._soonest_retry_ms(),
+            budget_ran_out=state.budget_ran_out,
+        )
+
+    async def _on_failure(
+        self, ctx: RequestContext, state: _LoopState, attempt: Attempt, err: UpstreamError, started: float
+    ) -> bool:
+        """Book one failed attempt. Returns True when the loop must stop."""
+        failure = classify(err)
+        route = attempt.route
+        now = time.time()
+        scope = key_scope(route.provider, route.model, attempt.key_id)
+        message = redact(failure.message, (attempt.key,))
+        state.trail.append(self._entry(ctx, attempt, failure.error_class, message, started))
+        state.failures.append(failure)
+        state.skip.keys.add(scope)
+        if failure.kind is FailureKind.FATAL:
+            raise Exhausted(
+                status=502,
+                type="provider_error",
+                code="upstream_failed",
+                message=f"Provider error ({route.provider}): {message}",
+                trail=list(state.trail),
+            )
+        if failure.skip_model:
+            state.skip.models.add(route.label)
+        if failure.skip_provider:
+            state.skip.providers.add(route.provider)
+        exempt = failure.skip_bench
+        if err.skip_bench and failure.error_class == "empty_completion":
+            # An empty `length` reply is exempt only until it happens 3 times in a row on this key.
+            streak = await self._store.add_event("empty_length", scope, now, _DAY)
+            exempt = streak < self._settings.fallback.empty_length_streak
+        if exempt:
+            return False
+        await self._cool_down(attempt, failure, scope, now)
+        cfg = self._settings.fallback
+        if cfg.max_consecutive_upstream_fails > 0:
+            state.consecutive_failures += 1
+            if state.consecutive_failures >= cfg.max_consecutive_upstream_fails:
+                state.breaker_tripped = True
+                return True
+        return False
+
+    async def _cool_down(self, attempt: Attempt, failure: Failure, scope: str, now: float) -> None:
+        cfg = self._settings.fallback
+        route = attempt.route
+        usage = await self._store.usage(scope, now)
+        limits = route.limits
+        daily_exhausted = bool(
+            (limits.rpd is not None and usage.requests_day >= limits.rpd)
+            or (limits.tpd is not None and usage.tokens_day >= limits.tpd)
+        )
+        if failure.rate_limit_signal:
+            ladder_hits = await self._store.add_event("ladder", scope, now, _DAY)
+            rl_hits = await self._store.add_event("rate_limit", scope, now, _HOUR)
+        else:
+            ladder_hits = await self._store.count_events("ladder", scope, now, _DAY)
+            rl_hits = await self._store.count_events("rate_limit", scope, now, _HOUR)
+        decision = decide_cooldown(
+            failure,
+            now=now,
+            is_local=route.is_local,
+            cfg=cfg,
+            daily_exhausted=daily_exhausted,
+            limits_unknown=limits.rpd is None and limits.tpd is None,
+            ladder_hits_24h=ladder_hits,
+            rate_limit_hits_1h=rl_hits,
+        )
+        if decision is not None:
+            await self._store.set_cooldown(
+                scope, CooldownRecord(until=now + decision.seconds, source=decision.source, reason=failure.error_class)
+            )
+        if failure.kind is FailureKind.KEY_AUTH:
+            return
+        mscope = model_scope(route.provider, route.model)
+        recent = await self._store.add_event("bench", mscope, now, cfg.model_bench_window_s)
+        bench = bench_decision(recent, cfg)
+        if bench is not None:
+            await self._store.set_cooldown(mscope, CooldownRecord(until=now + bench, source="bench"))
+
+    async def _on_success(self, attempt: Attempt, outcome: TurnOutcome) -> None:
+        route = attempt.route
+        scope = key_scope(route.provider, route.model, attempt.key_id)
+        now = time.time()
+        if outcome.committed_error is not None:
+            failure = classify(outcome.committed_error)
+            if not failure.skip_bench:
+                await self._cool_down(attempt, failure, scope, now)
+            return
+        await self._store.record_usage(scope, outcome.tokens_in + outcome.tokens_out, now)
+        await self._store.clear_events("ladder", scope)
+        await self._store.clear_events("rate_limit", scope)
+        await self._store.clear_events("empty_length", scope)
+
+    async def _soonest_retry_ms(self) -> int | None:
+        active = await self._store.active_cooldowns(time.time())
+        if not active:
+            return None
+        return int(min(r.until for r in active.values()) * 1000)
+
+    @staticmethod
+    def _entry(ctx: RequestContext, attempt: Attempt, error_class: str, message: str, started: float) -> TrailEntry:
+        loop_now = asyncio.get_running_loop().time()
+        return TrailEntry(
+            provider=attempt.route.provider,
+            model=attempt.route.model,
+            key_n=attempt.key_n,
+            error_class=error_class,
+            message=message,
+            started_ms=int((started - ctx.started) * 1000),
+            duration_ms=int((loop_now - started) * 1000),
+        )
+
+

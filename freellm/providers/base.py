@@ -1,0 +1,50 @@
+"""The Provider protocol: canonical request body in, canonical chunks out.
+
+A provider owns one upstream wire: it builds the upstream HTTP request from the canonical (OpenAI chat)
+body, maps every failure at its I/O boundary to :class:`~freellm.errors.UpstreamError`, and yields
+canonical ``chat.completion.chunk`` dicts. It knows nothing of routing, retries or the client's wire.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from freellm.config import ProviderConfig
+from freellm.core.chunks import Chunk
+
+__all__ = ["Provider", "Timeouts", "UpstreamStream"]
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """Per-attempt time limits: connect, first byte (headers + first read), and silence between reads."""
+
+    connect: float
+    first_byte: float
+    stall: float
+
+
+class UpstreamStream(Protocol):
+    """An opened upstream answer: iterate it for canonical chunks, then read ``saw_done``.
+
+    ``saw_done`` is true when the upstream ended its stream properly (``[DONE]`` or the end of a
+    non-stream body); an iterator that ends without it means the connection simply stopped.
+    """
+
+    saw_done: bool
+
+    def __aiter__(self) -> AsyncIterator[Chunk]: ...
+
+    async def aclose(self) -> None: ...
+
+
+class Provider(Protocol):
+    config: ProviderConfig
+
+    async def open(
+        self, body: dict[str, Any], key: str, *, stream: bool, timeouts: Timeouts
+    ) -> UpstreamStream:
+        """Send the request; return once the upstream answered 2xx. Raises UpstreamError otherwise."""
+        ...

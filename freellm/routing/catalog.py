@@ -1,0 +1,124 @@
+"""The catalog: every (provider, model) route and every key, built once from the settings.
+
+It answers one question for the router — which routes may serve the model a client asked for — with
+the reference's rules: ``auto`` follows the chain; ``provider/model`` (or ``provider:model``) is a hard
+pin; a bare model id names the group of every provider serving it, and failover stays inside that
+group; anything else is a 404 ``model_not_found``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from freellm.config import ModelLimits, Settings
+from freellm.errors import ClientError
+from freellm.routing.cooldowns import is_local_base_url
+
+__all__ = ["AUTO", "Catalog", "KeyRef", "ModelRoute"]
+
+AUTO = "auto"
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRoute:
+    """One model at one provider."""
+
+    provider: str
+    model: str
+    label: str
+    context_window: int | None
+    tools: bool
+    vision: bool
+    enabled: bool
+    limits: ModelLimits
+    is_local: bool
+
+
+@dataclass(frozen=True, slots=True)
+class KeyRef:
+    """A provider key and its stable, non-secret fingerprint (what the store and logs see)."""
+
+    secret: str
+    key_id: str
+
+    def __repr__(self) -> str:  # never print the secret
+        return f"KeyRef(key_id={self.key_id!r})"
+
+
+def key_fingerprint(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()[:16]
+
+
+class Catalog:
+    def __init__(self, settings: Settings) -> None:
+        self.routes: list[ModelRoute] = []
+        self.by_label: dict[str, ModelRoute] = {}
+        self.groups: dict[str, list[ModelRoute]] = {}
+        self.keys: dict[str, list[KeyRef]] = {}
+        for provider in settings.providers:
+            local = is_local_base_url(provider.base_url)
+            self.keys[provider.name] = (
+                [KeyRef(k, key_fingerprint(k)) for k in dict.fromkeys(provider.keys)] if provider.enabled else []
+            )
+            for m in provider.models:
+                route = ModelRoute(
+                    provider=provider.name,
+                    model=m.id,
+                    label=f"{provider.name}/{m.id}",
+                    context_window=m.context_window,
+                    tools=m.tools,
+                    vision=m.vision,
+                    enabled=m.enabled and provider.enabled,
+                    limits=m.limits,
+                    is_local=local,
+                )
+                self.routes.append(route)
+                self.by_label[route.label.lower()] = route
+                self.groups.setdefault(m.id.lower(), []).append(route)
+        self.chain: list[ModelRoute] = self._resolve_chain(settings.chain)
+
+    def _resolve_chain(self, chain: list[str]) -> list[ModelRoute]:
+        if not chain:
+            return list(self.routes)
+        out: list[ModelRoute] = []
+        for entry in chain:
+            route = self._pinned(entry)
+            if route is not None:
+                out.append(route)
+            else:
+                out.extend(self.groups.get(entry.lower(), []))
+        return list(dict.fromkeys(out))
+
+    def _pinned(self, name: str) -> ModelRoute | None:
+        key = name.lower()
+        route = self.by_label.get(key)
+        if route is None and ":" in key:
+            provider, _, model = key.partition(":")
+            route = self.by_label.get(f"{provider}/{model}")
+        return route
+
+    def resolve(self, requested: str) -> tuple[str, list[ModelRoute]]:
+        """Map a requested model name to its candidate routes: (strategy key, routes in order)."""
+        name = requested.strip()
+        if not name or name.lower() in (AUTO, "auto:"):
+            return AUTO, self.chain
+        pinned = self._pinned(name)
+        if pinned is not None:
+            return pinned.label, self._enabled_or_404(name, [pinned])
+        group = self.groups.get(name.lower())
+        if group:
+            return name.lower(), self._enabled_or_404(name, group)
+        raise ClientError(
+            404,
+            f"The model `{name}` is not in the catalog. Use `auto`, a model id, or provider/model (see GET /v1/models).",
+            code="model_not_found",
+            param="model",
+        )
+
+    @staticmethod
+    def _enabled_or_404(name: str, routes: list[ModelRoute]) -> list[ModelRoute]:
+        enabled = [r for r in routes if r.enabled]
+        if not enabled:
+            raise ClientError(404, f"The model `{name}` is disabled.", code="model_not_found", param="model")
+        return enabled

@@ -1,0 +1,77 @@
+"""``create_app(settings)``: the aiohttp application, its state, and its lifecycle."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import aiohttp
+import platformdirs
+from aiohttp import web
+
+from freellm.config import Settings
+from freellm.engine.fallback import FallbackLoop
+from freellm.engine.turn import Engine
+from freellm.providers.registry import build_providers
+from freellm.routing.catalog import Catalog
+from freellm.routing.router import Router
+from freellm.server import routes
+from freellm.server.middleware import IPRateLimiter, edge_middleware
+from freellm.server.state import GATEWAY, Gateway
+from freellm.store.factory import create_store
+
+__all__ = ["create_app", "default_data_dir"]
+
+log = logging.getLogger("freellm.server")
+
+
+def default_data_dir() -> Path:
+    return Path(platformdirs.user_data_dir("freellm", appauthor=False))
+
+
+def create_app(settings: Settings, *, client_keys: list[str] | None = None) -> web.Application:
+    """Build the app. ``client_keys`` overrides ``settings.auth.api_keys`` (the CLI passes a generated key)."""
+    app = web.Application(
+        middlewares=[edge_middleware],
+        client_max_size=int(settings.server.body_limit_mb * 1024 * 1024),
+    )
+    keys = client_keys if client_keys is not None else settings.auth.api_keys
+
+    async def lifecycle(app: web.Application) -> AsyncIterator[None]:
+        data_dir = settings.storage.path or default_data_dir()
+        data_dir.mkdir(parents=True, exist_ok=True)
+        store = create_store(data_dir)
+        await store.open()
+        connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, enable_cleanup_closed=True)
+        session = aiohttp.ClientSession(connector=connector, auto_decompress=True, trust_env=False)
+        catalog = Catalog(settings)
+        providers = build_providers(settings.providers, session)
+        router = Router(settings, catalog, providers, store)
+        engine = Engine(settings, router, FallbackLoop(settings, router, store))
+        app[GATEWAY] = Gateway(
+            settings=settings,
+            data_dir=data_dir,
+            store=store,
+            session=session,
+            catalog=catalog,
+            router=router,
+            engine=engine,
+            client_keys=[k.encode() for k in keys],
+            ip_limiter=IPRateLimiter(settings.server.ip_rate_limit_rpm),
+        )
+        try:
+            yield
+        finally:
+            app[GATEWAY].shutting_down = True
+            await session.close()
+            await store.close()
+
+    async def on_shutdown(app: web.Application) -> None:
+        if GATEWAY in app:
+            app[GATEWAY].shutting_down = True
+
+    app.cleanup_ctx.append(lifecycle)
+    app.on_shutdown.append(on_shutdown)
+    routes.add_routes(app)
+    return app

@@ -1,0 +1,97 @@
+"""Edge guards that run before any surface: request id, per-IP limiter, client auth, error rendering."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+
+from aiohttp import web
+
+from freellm.errors import ClientError, Exhausted
+from freellm.server.auth import extract_api_key, key_matches
+from freellm.server.errors import error_response
+from freellm.server.state import GATEWAY
+
+__all__ = ["IPRateLimiter", "edge_middleware"]
+
+log = logging.getLogger("freellm.server")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+_PUBLIC_PATHS = frozenset({"/health", "/"})
+
+
+class IPRateLimiter:
+    """Fixed 60 s window per client IP (the reference's edge limiter). ``limit <= 0`` turns it off."""
+
+    def __init__(self, limit: int, window_s: float = 60.0) -> None:
+        self.limit = limit
+        self.window_s = window_s
+        self._window_start = 0.0
+        self._counts: dict[str, int] = {}
+
+    def hit(self, ip: str, now: float) -> tuple[bool, int, int]:
+        """Count one request: (allowed, remaining, reset epoch seconds)."""
+        if now - self._window_start >= self.window_s:
+            self._window_start = now - (now % self.window_s)
+            self._counts.clear()
+        count = self._counts.get(ip, 0) + 1
+        self._counts[ip] = count
+        reset = int(self._window_start + self.window_s)
+        return count <= self.limit, max(0, self.limit - count), reset
+
+
+@web.middleware
+async def edge_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    request_id = request.headers.get("X-Request-ID") or uuid.uuid4().hex
+    if len(request_id) > 128 or not request_id.isprintable():
+        request_id = uuid.uuid4().hex
+    request["request_id"] = request_id
+    gw = request.app[GATEWAY]
+    extra: dict[str, str] = {"X-Request-ID": request_id}
+    request["base_headers"] = extra
+    path = request.path
+    try:
+        if path.startswith("/v1"):
+            limiter = gw.ip_limiter
+            if limiter.limit > 0:
+                ok, remaining, reset = limiter.hit(request.remote or "?", time.time())
+                extra["X-RateLimit-Limit"] = str(limiter.limit)
+                extra["X-RateLimit-Remaining"] = str(remaining)
+                extra["X-RateLimit-Reset"] = str(reset)
+                if not ok:
+                    raise ClientError(
+                        429,
+                        "Too many requests from this address; slow down.",
+                        type="rate_limit_error",
+                        code="rate_limit_exceeded",
+                        headers={"Retry-After": str(max(1, math.ceil(reset - time.time())))},
+                    )
+        if path not in _PUBLIC_PATHS:
+            key = extract_api_key(request)
+            if key is None or not key_matches(key, gw.client_keys):
+                raise ClientError(401, "Invalid API key", type="authentication_error", code="invalid_api_key")
+        response = await handler(request)
+    except (ClientError, Exhausted) as exc:
+        response = error_response(exc, extra)
+    except web.HTTPRequestEntityTooLarge:
+        response = error_response(
+            ClientError(413, "Request body too large.", code="request_too_large"), extra
+        )
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        response = error_response(ClientError(exc.status, exc.reason, code=None), extra)
+    except Exception:
+        log.exception("unhandled error on %s %s (request %s)", request.method, path, request_id)
+        response = error_response(
+            ClientError(500, "Internal gateway error; see the gateway log for this request id.", type="server_error"),
+            extra,
+        )
+    if not response.prepared:
+        for name, value in extra.items():
+            response.headers.setdefault(name, value)
+    return response

@@ -1,0 +1,86 @@
+"""Sinks connect an attempt's output to the HTTP response.
+
+:class:`StreamSink` holds the response headers back until the pump's first real payload (the commit
+point) and then writes each batch of frames as soon as it has it. :class:`CollectSink` is the
+non-stream sink: nothing is ever sent mid-turn, so every failure can still fail over.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from aiohttp import web
+
+from freellm.core.chunks import Chunk
+from freellm.engine.context import Attempt
+from freellm.server.headers import routing_headers
+
+__all__ = ["CollectSink", "StreamRenderer", "StreamSink"]
+
+
+class StreamRenderer(Protocol):
+    content_type: str
+
+    def chunks(self, chunks: list[Chunk]) -> bytes: ...
+
+    def stream_error(self, provider: str, message: str) -> bytes: ...
+
+    def done(self) -> bytes: ...
+
+
+class StreamSink:
+    streaming = True
+
+    def __init__(
+        self, request: web.Request, renderer: StreamRenderer, base_headers: dict[str, str], *, detail_header: bool, header_max: int
+    ) -> None:
+        self._request = request
+        self._renderer = renderer
+        self._base_headers = base_headers
+        self._detail = detail_header
+        self._header_max = header_max
+        self.response: web.StreamResponse | None = None
+        self.committed = False
+
+    async def _commit(self, attempt: Attempt) -> web.StreamResponse:
+        headers = {
+            **self._base_headers,
+            "Content-Type": self._renderer.content_type,
+            "Cache-Control": "no-cache",
+            "Connection": "keep-alive",
+            "X-Accel-Buffering": "no",
+            **routing_headers(attempt.route.label, attempt.trail, detail=self._detail, max_len=self._header_max),
+        }
+        response = web.StreamResponse(status=200, headers=headers)
+        self.committed = True
+        await response.prepare(self._request)
+        self.response = response
+        return response
+
+    async def send(self, attempt: Attempt, chunks: list[Chunk]) -> None:
+        response = self.response or await self._commit(attempt)
+        await response.write(self._renderer.chunks(chunks))
+
+    async def fail(self, attempt: Attempt, message: str) -> None:
+        response = self.response or await self._commit(attempt)
+        await response.write(self._renderer.stream_error(attempt.route.provider, message))
+
+    async def end(self) -> None:
+        if self.response is not None:
+            await self.response.write(self._renderer.done())
+
+
+class CollectSink:
+    """Non-stream: the turn is folded from the pump's result; nothing is sent until the loop returns."""
+
+    streaming = False
+    committed = False
+
+    async def send(self, attempt: Attempt, chunks: list[Chunk]) -> None:
+        return None
+
+    async def fail(self, attempt: Attempt, message: str) -> None:
+        return None
+
+    async def end(self) -> None:
+        return None

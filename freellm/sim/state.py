@@ -1,0 +1,206 @@
+"""Per-app simulator state: scripts, per-model defaults and the request log.
+
+One :class:`SimState` lives on each app (``app[SIM_STATE]``), never at module level, so tests can run
+several simulators side by side and ``POST /_sim/reset`` returns one of them to its settings.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import itertools
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from freellm.sim.scenario import Scenario
+from freellm.sim.settings import SimSettings
+from freellm.sim.wire import RequestView
+
+__all__ = ["Outcome", "RequestRecord", "Script", "SimState"]
+
+
+class Outcome(enum.StrEnum):
+    """How a simulated request ended, as reported by ``GET /_sim/requests``."""
+
+    COMPLETED = "completed"
+    CLIENT_DISCONNECTED = "client_disconnected"
+    CUT = "cut"
+    ERROR_STATUS = "error_status"
+    INBAND_ERROR = "inband_error"
+    STALLED = "stalled"
+    UNAUTHORIZED = "unauthorized"
+    BAD_REQUEST = "bad_request"
+    SERVER_CLOSED = "server_closed"
+    INTERNAL_ERROR = "internal_error"
+
+
+@dataclass(slots=True)
+class Script:
+    """One queued scenario: used by the first ``times`` requests that match it (``None`` = until reset)."""
+
+    id: int
+    provider: str
+    model: str
+    match: str | None
+    key: str | None
+    times: int | None
+    scenario: Scenario
+    scenario_json: Any
+    used: int = 0
+
+    def accepts(self, model: str, key: str | None, view: RequestView) -> bool:
+        """Whether this script applies to a request for ``model`` made with ``key``."""
+        if self.model != "*" and self.model != model:
+            return False
+        if self.key is not None and self.key != key:
+            return False
+        return self.match is None or self.match in view.messages_json
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form for ``GET /_sim/scripts``."""
+        return {
+            "id": self.id,
+            "provider": self.provider,
+            "model": self.model,
+            "match": self.match,
+            "key": self.key,
+            "times": self.times,
+            "used": self.used,
+            "scenario": self.scenario_json,
+        }
+
+
+@dataclass(slots=True, eq=False)
+class RequestRecord:
+    """One received request and how it ended; ``ended`` lets ``/_sim/wait`` long-poll without sleeping."""
+
+    id: str
+    provider: str
+    key: str | None
+    body: Any
+    started_at: float
+    model: str | None = None
+    stream: bool | None = None
+    source: str | None = None
+    status: int | None = None
+    ended_at: float | None = None
+    outcome: Outcome | None = None
+    ended: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def end(self, outcome: Outcome) -> None:
+        """Record the first outcome only: later cleanup paths must not overwrite what happened."""
+        if self.outcome is not None:
+            return
+        self.outcome = outcome
+        self.ended_at = time.time()
+        self.ended.set()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON form for the control API."""
+        return {
+            "id": self.id,
+            "provider": self.provider,
+            "model": self.model,
+            "key": self.key,
+            "stream": self.stream,
+            "body": self.body,
+            "source": self.source,
+            "status": self.status,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "outcome": self.outcome,
+        }
+
+
+class SimState:
+    """Scripts (a FIFO queue per provider), defaults and the bounded request log of one simulator."""
+
+    def __init__(self, settings: SimSettings) -> None:
+        self.settings = settings
+        self.scripts: dict[str, list[Script]] = {}
+        self.defaults: dict[str, Scenario] = dict(settings.per_model)
+        self.server_default: Scenario = settings.default
+        self.records: OrderedDict[str, RequestRecord] = OrderedDict()
+        self._request_ids = itertools.count(1)
+        self._script_ids = itertools.count(1)
+        self.closing = asyncio.Event()
+        """Set at app shutdown so stalled requests end instead of holding the server open."""
+
+    def reset(self) -> None:
+        """Drop scripts and logs and restore the defaults from settings (ids keep counting)."""
+        self.scripts.clear()
+        self.records.clear()
+        self.defaults = dict(self.settings.per_model)
+        self.server_default = self.settings.default
+
+    def add_script(
+        self,
+        provider: str,
+        model: str,
+        match: str | None,
+        key: str | None,
+        times: int | None,
+        scenario: Scenario,
+        scenario_json: Any,
+    ) -> Script:
+        """Append a script to ``provider``'s queue."""
+        script = Script(next(self._script_ids), provider, model, match, key, times, scenario, scenario_json)
+        self.scripts.setdefault(provider, []).append(script)
+        return script
+
+    def set_default(self, provider: str | None, model: str, scenario: Scenario | None) -> None:
+        """Set (or with ``None`` remove) a default: the server's when ``provider`` is ``None``."""
+        if provider is None:
+            self.server_default = scenario if scenario is not None else self.settings.default
+            return
+        slot = f"{provider}/{model}"
+        if scenario is None:
+            self.defaults.pop(slot, None)
+        else:
+            self.defaults[slot] = scenario
+
+    def choose(self, provider: str, model: str, key: str | None, view: RequestView) -> tuple[Scenario, str]:
+        """First matching script (consuming one use), else the per-model default, else the server's."""
+        queue = self.scripts.get(provider)
+        if queue:
+            for i, script in enumerate(queue):
+                if script.accepts(model, key, view):
+                    script.used += 1
+                    if script.times is not None and script.used >= script.times:
+                        del queue[i]
+                    return script.scenario, f"script:{script.id}"
+        if self.defaults:
+            for slot in (f"{provider}/{model}", f"{provider}/*"):
+                found = self.defaults.get(slot)
+                if found is not None:
+                    return found, f"default:{slot}"
+        return self.server_default, "default"
+
+    def new_record(self, provider: str, key: str | None, body: Any) -> RequestRecord:
+        """Log a request as it arrives, evicting the oldest entry beyond ``log_limit``."""
+        record = RequestRecord(
+            id=f"req-{next(self._request_ids)}", provider=provider, key=key, body=body, started_at=time.time()
+        )
+        self.records[record.id] = record
+        while len(self.records) > self.settings.log_limit:
+            self.records.popitem(last=False)
+        return record
+
+    def find_records(
+        self, provider: str | None = None, match: str | None = None, model: str | None = None
+    ) -> list[RequestRecord]:
+        """Log entries in arrival order, filtered by provider, model and a substring of the body JSON."""
+        out = []
+        for record in self.records.values():
+            if provider is not None and record.provider != provider:
+                continue
+            if model is not None and record.model != model:
+                continue
+            if match is not None and match not in orjson.dumps(record.body).decode():
+                continue
+            out.append(record)
+        return out

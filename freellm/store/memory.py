@@ -1,0 +1,340 @@
+"""``MemoryStore``: the whole :class:`~freellm.store.base.StateStore` in process memory.
+
+It is the authoritative hot state of a single gateway (``SQLiteStore`` builds on it and writes behind to
+disk) and a complete store on its own for tests and ``memory://``. Every operation runs on the event-loop
+thread without awaiting anything, so a read-check-lease sequence of the router is atomic with respect to
+other requests of the same process.
+
+Memory stays bounded under any load:
+
+* rate windows are bucketed — 1 s buckets for the 60 s window (≤ 61 per scope) and 1 min buckets for the
+  sliding 24 h window (≤ 1 441 per scope) — each with running sums, so ``usage`` and ``record_usage`` are
+  O(1) amortised whatever the request rate;
+* events keep a capped deque of timestamps per (name, scope), pruned to the longest window asked;
+* the request log is a ring of the newest ``request_log_size`` rows;
+* expired cooldowns and leases are dropped lazily when their scope is touched (leases also by a periodic
+  sweep, so leaked leases of scopes never read again don't pile up).
+
+Window semantics (conservative, i.e. never under-counts): a request recorded at ``t`` counts in the 60 s
+window until between ``t + 60`` and ``t + 61``, and in the 24 h window until between ``t + 86 400`` and
+``t + 86 460`` — the end of its bucket plus the window. Erring on the side of "still used" means the gate
+may wait up to one bucket longer than the upstream, never hit it early.
+"""
+
+from __future__ import annotations
+
+import itertools
+import secrets
+from collections import deque
+from collections.abc import Iterator
+from typing import Final
+
+from freellm.store.base import CooldownRecord, RequestLogRow, UsageSnapshot
+
+__all__ = ["DAY_S", "MINUTE_S", "MemoryStore"]
+
+MINUTE_S: Final = 60.0
+DAY_S: Final = 86_400.0
+
+_MINUTE_BUCKET_S: Final = 1.0
+_DAY_BUCKET_S: Final = 60.0
+_LEASE_SWEEP_EVERY: Final = 1024
+"""Sweep every scope's leases once per this many acquisitions (leases normally go by release)."""
+
+
+class _Window:
+    """A sliding window of (requests, tokens) in fixed-width buckets with running sums."""
+
+    __slots__ = ("buckets", "requests", "span", "tokens", "width")
+
+    def __init__(self, width: float, span: float) -> None:
+        self.width = width
+        self.span = span
+        self.buckets: deque[list[int]] = deque()
+        """``[bucket_index, requests, tokens]``, oldest first; bucket i covers [i·width, (i+1)·width)."""
+        self.requests = 0
+        self.tokens = 0
+
+    def add_at(self, index: int, requests: int, tokens: int) -> None:
+        buckets = self.buckets
+        if buckets and buckets[-1][0] >= index:
+            # Same bucket, or a caller's ``now`` slightly behind the newest one: fold it into the newest
+            # bucket (it then ages out a little later — the conservative side).
+            last = buckets[-1]
+            last[1] += requests
+            last[2] += tokens
+        else:
+            buckets.append([index, requests, tokens])
+        self.requests += requests
+        self.tokens += tokens
+
+    def add(self, now: float, requests: int, tokens: int) -> None:
+        self.add_at(int(now // self.width), requests, tokens)
+
+    def prune(self, now: float) -> None:
+        buckets = self.buckets
+        if not buckets:
+            return
+        cutoff = now - self.span
+        width = self.width
+        while buckets and (buckets[0][0] + 1) * width <= cutoff:
+            _, requests, tokens = buckets.popleft()
+            self.requests -= requests
+            self.tokens -= tokens
+
+    def frees_at(self) -> float | None:
+        """When the oldest bucket leaves the window (after :meth:`prune`); None when empty."""
+        buckets = self.buckets
+        if not buckets:
+            return None
+        return (buckets[0][0] + 1) * self.width + self.span
+
+
+class _ScopeUsage:
+    __slots__ = ("day", "minute")
+
+    def __init__(self) -> None:
+        self.minute = _Window(_MINUTE_BUCKET_S, MINUTE_S)
+        self.day = _Window(_DAY_BUCKET_S, DAY_S)
+
+
+class _EventLog:
+    __slots__ = ("horizon", "times")
+
+    def __init__(self, cap: int) -> None:
+        self.times: deque[float] = deque(maxlen=cap)
+        self.horizon = 0.0
+        """The longest window ever asked for this (name, scope): older events can be dropped."""
+
+    def prune(self, now: float, window_s: float) -> None:
+        if window_s > self.horizon:
+            self.horizon = window_s
+        times = self.times
+        cutoff = now - self.horizon
+        while times and times[0] <= cutoff:
+            times.popleft()
+
+    def count(self, now: float, window_s: float) -> int:
+        cutoff = now - window_s
+        n = 0
+        for ts in reversed(self.times):
+            if ts <= cutoff:
+                break
+            n += 1
+        return n
+
+
+class MemoryStore:
+    """Implements :class:`~freellm.store.base.StateStore` entirely in memory (nothing survives a restart).
+
+    Each instance is independent: there is no module-level state.
+    """
+
+    def __init__(self, *, request_log_size: int = 10_000, event_cap: int = 10_000) -> None:
+        self._cooldowns: dict[str, CooldownRecord] = {}
+        self._usage: dict[str, _ScopeUsage] = {}
+        self._leases: dict[str, dict[str, tuple[int, float]]] = {}
+        """scope → lease id → (tokens, expiry)."""
+        self._lease_ids: Iterator[int] = itertools.count(1)
+        self._lease_prefix = secrets.token_hex(4)
+        self._lease_acquires = 0
+        self._last_now = 0.0
+        """Newest ``now`` a lease operation saw: the clock for :meth:`lease_count`, which takes none."""
+        self._events: dict[tuple[str, str], _EventLog] = {}
+        self._event_cap = event_cap
+        self._requests: deque[RequestLogRow] = deque(maxlen=request_log_size)
+        self._settings: dict[str, str] = {}
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+    async def open(self) -> None:
+        """Nothing to open or load."""
+
+    async def close(self) -> None:
+        """Nothing to release. Idempotent."""
+
+    async def flush(self) -> None:
+        """Nothing is pending: memory is the only copy."""
+
+    # -- cooldowns ------------------------------------------------------------------------------------
+    async def get_cooldown(self, scope: str, now: float) -> CooldownRecord | None:
+        record = self._cooldowns.get(scope)
+        if record is None:
+            return None
+        if record.until <= now:
+            del self._cooldowns[scope]
+            return None
+        return record
+
+    def _set_cooldown(self, scope: str, record: CooldownRecord) -> CooldownRecord:
+        """Apply the never-shorten rule; returns the record now in force."""
+        current = self._cooldowns.get(scope)
+        if current is not None and current.until > record.until:
+            # A longer one stands (if it had expired, the new one would have too: nothing is lost).
+            return current
+        self._cooldowns[scope] = record
+        return record
+
+    async def set_cooldown(self, scope: str, record: CooldownRecord) -> None:
+        self._set_cooldown(scope, record)
+
+    async def clear_cooldown(self, scope: str) -> None:
+        self._cooldowns.pop(scope, None)
+
+    async def active_cooldowns(self, now: float) -> dict[str, CooldownRecord]:
+        cooldowns = self._cooldowns
+        expired = [scope for scope, rec in cooldowns.items() if rec.until <= now]
+        for scope in expired:
+            del cooldowns[scope]
+        return dict(cooldowns)
+
+    # -- rate windows ---------------------------------------------------------------------------------
+    async def usage(self, scope: str, now: float) -> UsageSnapshot:
+        leased_requests = leased_tokens = 0
+        leases = self._leases.get(scope)
+        if leases:
+            if now > self._last_now:
+                self._last_now = now
+            expired: list[str] | None = None
+            for lease_id, (tokens, expiry) in leases.items():
+                if expiry <= now:
+                    if expired is None:
+                        expired = []
+                    expired.append(lease_id)
+                else:
+                    leased_requests += 1
+                    leased_tokens += tokens
+            if expired is not None:
+                for lease_id in expired:
+                    del leases[lease_id]
+                if not leases:
+                    del self._leases[scope]
+        su = self._usage.get(scope)
+        if su is None:
+            if leased_requests:
+                return UsageSnapshot(leased_requests=leased_requests, leased_tokens=leased_tokens)
+            return _EMPTY_USAGE
+        minute = su.minute
+        day = su.day
+        minute.prune(now)
+        day.prune(now)
+        return UsageSnapshot(
+            requests_minute=minute.requests,
+            requests_day=day.requests,
+            tokens_minute=minute.tokens,
+            tokens_day=day.tokens,
+            leased_requests=leased_requests,
+            leased_tokens=leased_tokens,
+            minute_frees_at=minute.frees_at(),
+            day_frees_at=day.frees_at(),
+        )
+
+    def _record_usage(self, scope: str, tokens: int, now: float) -> None:
+        su = self._usage.get(scope)
+        if su is None:
+            su = self._usage[scope] = _ScopeUsage()
+        minute = su.minute
+        day = su.day
+        minute.prune(now)
+        day.prune(now)
+        minute.add(now, 1, tokens)
+        day.add(now, 1, tokens)
+
+    async def record_usage(self, scope: str, tokens: int, now: float) -> None:
+        self._record_usage(scope, tokens, now)
+
+    def _restore_usage(self, scope: str, minute_index: int, requests: int, tokens: int, now: float) -> None:
+        """Load one persisted per-minute bucket (oldest first), as if recorded at the end of its minute.
+
+        Placing it at the end keeps the 60 s window conservative after a restart.
+        """
+        su = self._usage.get(scope)
+        if su is None:
+            su = self._usage[scope] = _ScopeUsage()
+        su.day.add_at(minute_index, requests, tokens)
+        last_second = int((minute_index + 1) * _DAY_BUCKET_S - _MINUTE_BUCKET_S)
+        if (last_second + 1) * _MINUTE_BUCKET_S > now - MINUTE_S:
+            su.minute.add_at(last_second, requests, tokens)
+
+    # -- leases ---------------------------------------------------------------------------------------
+    async def acquire_lease(self, scope: str, tokens: int, now: float, ttl_s: float) -> str:
+        if now > self._last_now:
+            self._last_now = now
+        self._lease_acquires += 1
+        if self._lease_acquires % _LEASE_SWEEP_EVERY == 0:
+            self._sweep_leases(now)
+        lease_id = f"{self._lease_prefix}-{next(self._lease_ids)}"
+        leases = self._leases.get(scope)
+        if leases is None:
+            leases = self._leases[scope] = {}
+        leases[lease_id] = (tokens, now + ttl_s)
+        return lease_id
+
+    async def release_lease(self, scope: str, lease_id: str) -> None:
+        leases = self._leases.get(scope)
+        if leases is not None and leases.pop(lease_id, None) is not None and not leases:
+            del self._leases[scope]
+
+    async def lease_count(self) -> int:
+        self._sweep_leases(self._last_now)
+        return sum(len(leases) for leases in self._leases.values())
+
+    def _sweep_leases(self, now: float) -> None:
+        empty: list[str] = []
+        for scope, leases in self._leases.items():
+            expired = [lease_id for lease_id, (_, expiry) in leases.items() if expiry <= now]
+            for lease_id in expired:
+                del leases[lease_id]
+            if not leases:
+                empty.append(scope)
+        for scope in empty:
+            del self._leases[scope]
+
+    # -- events ---------------------------------------------------------------------------------------
+    def _add_event(self, name: str, scope: str, now: float, window_s: float) -> int:
+        key = (name, scope)
+        log = self._events.get(key)
+        if log is None:
+            log = self._events[key] = _EventLog(self._event_cap)
+        log.prune(now, window_s)
+        log.times.append(now)
+        return log.count(now, window_s)
+
+    async def add_event(self, name: str, scope: str, now: float, window_s: float) -> int:
+        return self._add_event(name, scope, now, window_s)
+
+    async def count_events(self, name: str, scope: str, now: float, window_s: float) -> int:
+        log = self._events.get((name, scope))
+        if log is None:
+            return 0
+        log.prune(now, window_s)
+        return log.count(now, window_s)
+
+    async def clear_events(self, name: str, scope: str) -> None:
+        self._events.pop((name, scope), None)
+
+    def _restore_event(self, name: str, scope: str, ts: float) -> None:
+        """Load one persisted event (oldest first)."""
+        key = (name, scope)
+        log = self._events.get(key)
+        if log is None:
+            log = self._events[key] = _EventLog(self._event_cap)
+        log.times.append(ts)
+
+    # -- request log ----------------------------------------------------------------------------------
+    async def log_request(self, row: RequestLogRow) -> None:
+        self._requests.append(row)
+
+    async def recent_requests(self, limit: int = 100) -> list[RequestLogRow]:
+        if limit <= 0:
+            return []
+        return list(itertools.islice(reversed(self._requests), limit))
+
+    # -- settings -------------------------------------------------------------------------------------
+    async def get_setting(self, name: str) -> str | None:
+        return self._settings.get(name)
+
+    async def set_setting(self, name: str, value: str) -> None:
+        self._settings[name] = value
+
+
+_EMPTY_USAGE: Final = UsageSnapshot()

@@ -1,0 +1,37 @@
+"""OpenAI Chat Completions surface: the canonical wire, so rendering is framing.
+
+Parsing is :func:`freellm.core.request.parse_chat_request`; this module turns canonical chunks into SSE
+frames, a finished turn into a ``chat.completion``, and errors into OpenAI's envelope (in-band after
+commit: one ``stream_error`` frame, then ``[DONE]``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from freellm.core.chunks import Chunk
+
+__all__ = ["ChatRenderer"]
+
+_DONE = b"data: [DONE]\n\n"
+
+
+class ChatRenderer:
+    """Renders canonical chunks as ``chat.completion.chunk`` SSE frames."""
+
+    content_type = "text/event-stream"
+
+    def chunks(self, chunks: list[Chunk]) -> bytes:
+        dumps = orjson.dumps
+        return b"".join([b"data: " + dumps(c) + b"\n\n" for c in chunks])
+
+    def stream_error(self, provider: str, message: str) -> bytes:
+        frame: dict[str, Any] = {
+            "error": {"message": f"Provider error ({provider}): stream interrupted: {message}", "type": "stream_error"}
+        }
+        return b"data: " + orjson.dumps(frame) + b"\n\n" + _DONE
+
+    def done(self) -> bytes:
+        return _DONE
