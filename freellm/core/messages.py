@@ -38,7 +38,6 @@ __all__ = [
 Content = str | list[dict[str, Any]]
 """Normalised content: a string, or a list of part objects (bare strings become text parts)."""
 
-IMAGE_PART_TYPES = frozenset({"image_url", "image"})
 AUTO_CALL_PREFIX = "call_auto_"
 
 
@@ -282,7 +281,8 @@ def content_stats(content: Content | None) -> tuple[int, int]:
         return (len(content) + 3) // 4, 0
     tokens = images = 0
     for part in content:
-        if part.get("type") in IMAGE_PART_TYPES:
+        kind = part.get("type")
+        if kind == "image_url" or kind == "image":  # equality, not `in`: a garbage type may be unhashable
             images += 1
         else:
             text = part.get("text")

@@ -22,6 +22,7 @@ from pydantic import (
     Field,
     PlainValidator,
     PrivateAttr,
+    TypeAdapter,
     ValidationError,
     field_validator,
     model_validator,
@@ -298,7 +299,14 @@ class ChatRequest(BaseModel):
         return body
 
     def replace(self, **changes: Any) -> ChatRequest:
-        """A copy with ``changes`` applied (values must already be of the field's type; not re-validated)."""
+        """A copy with ``changes`` applied; derived values (body, estimates, schemas) are recomputed.
+
+        ``messages`` may be message models or wire dicts: they are validated and normalised again (a
+        pipeline bug raises :class:`pydantic.ValidationError`). Other values must already have the
+        field's normalised type; they are not re-validated.
+        """
+        if "messages" in changes:
+            changes["messages"] = normalise_messages(_MESSAGES.validate_python(changes["messages"]))
         return self.model_copy(update=changes)
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
@@ -307,6 +315,7 @@ class ChatRequest(BaseModel):
         return new
 
 
+_MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message], config=ConfigDict(strict=True))
 _FORWARDED = tuple(n for n in ChatRequest.model_fields if n not in _NOT_FORWARDED)
 
 

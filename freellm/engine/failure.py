@@ -25,6 +25,7 @@ import enum
 import errno
 import math
 import re
+import socket
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC
@@ -490,7 +491,8 @@ def _chain_signals(err: BaseException) -> tuple[bool, bool]:
         elif (
             isinstance(link, ConnectionError)  # ConnectionResetError, BrokenPipeError, …
             or type(link).__name__ in TRANSPORT_EXCEPTION_NAMES  # aiohttp client errors
-            or (isinstance(link, OSError) and link.errno in TRANSPORT_ERRNOS)  # socket.gaierror etc.
+            or isinstance(link, socket.gaierror)  # DNS failure
+            or (isinstance(link, OSError) and link.errno in TRANSPORT_ERRNOS)
         ):
             transport = True
         text = str(link).lower()

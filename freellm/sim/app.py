@@ -1,0 +1,206 @@
+"""The simulator's aiohttp application: virtual-provider routes and the shared request flow.
+
+The first path segment before ``/v1`` names a virtual provider, so one process stands in for a whole
+fleet (``http://127.0.0.1:PORT/alpha/v1``, ``.../beta/v1``). The flow here is wire-neutral: auth, logging,
+scenario choice, first-byte delay, error statuses and transport faults; rendering belongs to the wire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
+
+import orjson
+from aiohttp import web
+
+from freellm.sim.control_api import add_control_routes
+from freellm.sim.keys import SIM_STATE
+from freellm.sim.openai_wire import OPENAI_WIRE
+from freellm.sim.plan import Plan, build_plan
+from freellm.sim.scenario import Scenario, ScenarioError, find_inline_directive, pick_from_directive
+from freellm.sim.settings import SimSettings
+from freellm.sim.state import Outcome, RequestRecord, SimState
+from freellm.sim.stream import cut_connection, play_frames, stall
+from freellm.sim.wire import RequestView, Wire, WireRequestError
+
+__all__ = ["DEFAULT_PROVIDER", "create_sim_app"]
+
+DEFAULT_PROVIDER: Final = "default"
+"""Provider name for the un-prefixed ``/v1/...`` routes."""
+REQUEST_ID_HEADER: Final = "X-Sim-Request-Id"
+CLIENT_MAX_SIZE: Final = 64 * 1024 * 1024  # gateway tests send images; aiohttp's 1 MiB default is too small
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def create_sim_app(settings: SimSettings | None = None) -> web.Application:
+    """Build a simulator app; all state lives on it, so several can run in one process."""
+    app = web.Application(client_max_size=CLIENT_MAX_SIZE)
+    app[SIM_STATE] = SimState(settings or SimSettings())
+    chat = _chat_handler(OPENAI_WIRE)
+    models = _models_handler(OPENAI_WIRE)
+    app.router.add_post("/v1/chat/completions", chat)
+    app.router.add_post("/{provider}/v1/chat/completions", chat)
+    app.router.add_get("/v1/models", models)
+    app.router.add_get("/{provider}/v1/models", models)
+    add_control_routes(app)
+    app.on_shutdown.append(_on_shutdown)
+    return app
+
+
+async def _on_shutdown(app: web.Application) -> None:
+    # Stalled requests would otherwise hold the server open for the full stall_max_s.
+    app[SIM_STATE].closing.set()
+
+
+def _json_response(status: int, body: Any, headers: dict[str, str]) -> web.Response:
+    return web.Response(status=status, body=orjson.dumps(body), content_type="application/json", headers=headers)
+
+
+def _models_handler(wire: Wire) -> Handler:
+    async def handle(request: web.Request) -> web.StreamResponse:
+        provider = request.match_info.get("provider", DEFAULT_PROVIDER)
+        if wire.credential(request) is None:
+            return _json_response(401, wire.render_error(401, "Missing bearer authentication"), {})
+        return _json_response(200, wire.models_list(provider, request.app[SIM_STATE].settings.models), {})
+
+    return handle
+
+
+def _chat_handler(wire: Wire) -> Handler:
+    async def handle(request: web.Request) -> web.StreamResponse:
+        state = request.app[SIM_STATE]
+        provider = request.match_info.get("provider", DEFAULT_PROVIDER)
+        key = wire.credential(request)
+        raw = await request.read()
+        try:
+            body: Any = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            body = raw.decode("utf-8", errors="replace")
+        record = state.new_record(provider, key, body)
+        try:
+            return await _serve(request, wire, state, record, provider, key, body)
+        except ConnectionError:
+            record.end(Outcome.CLIENT_DISCONNECTED)
+            return web.Response(status=499)  # never reaches the vanished client
+        except asyncio.CancelledError:
+            record.end(Outcome.SERVER_CLOSED if state.closing.is_set() else Outcome.CLIENT_DISCONNECTED)
+            raise
+        except Exception:
+            record.end(Outcome.INTERNAL_ERROR)
+            raise
+
+    return handle
+
+
+def _select(state: SimState, provider: str, view: RequestView, key: str | None) -> tuple[Scenario, str]:
+    """Inline ``[[sim:...]]`` directive first (it travels with the request), then scripts and defaults."""
+    text = view.last_user_text
+    if "[[sim:" in text:
+        directive = find_inline_directive(text)
+        if directive is not None:
+            picked = pick_from_directive(directive, provider, view.model)
+            if picked is not None:
+                return picked, "inline"
+    return state.choose(provider, view.model, key, view)
+
+
+async def _serve(
+    request: web.Request,
+    wire: Wire,
+    state: SimState,
+    record: RequestRecord,
+    provider: str,
+    key: str | None,
+    body: Any,
+) -> web.StreamResponse:
+    headers = {REQUEST_ID_HEADER: record.id}
+
+    def finish(status: int, payload: Any, outcome: Outcome) -> web.Response:
+        record.status = status
+        record.end(outcome)
+        return _json_response(status, payload, headers)
+
+    if key is None:
+        return finish(401, wire.render_error(401, "Missing bearer authentication"), Outcome.UNAUTHORIZED)
+    try:
+        view = wire.parse_request(body, request.match_info)
+    except WireRequestError as exc:
+        return finish(400, wire.render_error(400, str(exc)), Outcome.BAD_REQUEST)
+    record.model = view.model
+    record.stream = view.stream
+    try:
+        scenario, source = _select(state, provider, view, key)
+    except ScenarioError as exc:
+        return finish(400, wire.render_error(400, f"simulator: {exc}"), Outcome.BAD_REQUEST)
+    record.source = source
+
+    if scenario.first_byte_delay_ms:
+        await asyncio.sleep(scenario.first_byte_delay_ms / 1000.0)
+    if scenario.status is not None:
+        return _error_response(wire, scenario, record, headers)
+
+    response_id = wire.new_response_id()
+    plan = build_plan(scenario, provider, view.model, view.prompt_chars, response_id[-8:])
+    created = int(time.time())
+    settings = state.settings
+    if view.stream:
+        frames = wire.render_stream(plan, scenario, view, response_id, created)
+        response = web.StreamResponse(status=200, headers={**wire.stream_headers, **headers})
+        record.status = 200
+        await response.prepare(request)
+        outcome = await play_frames(
+            request, response, frames, scenario, state.closing, settings.stall_max_s, settings.disconnect_poll_s
+        )
+        if outcome is None:
+            await response.write_eof()
+            outcome = Outcome.INBAND_ERROR if scenario.inband_error is not None else Outcome.COMPLETED
+        record.end(outcome)
+        return response
+
+    # Non-stream: cut = close without any response, stall = never answer.
+    if scenario.cut_after is not None and (scenario.stall_after is None or scenario.cut_after <= scenario.stall_after):
+        cut_connection(request)
+        record.end(Outcome.CUT)
+        return web.Response(status=499)
+    if scenario.stall_after is not None:
+        record.end(await stall(request, state.closing, settings.stall_max_s, settings.disconnect_poll_s))
+        return web.Response(status=499)
+    if scenario.chunk_delay_ms:
+        # A non-stream answer takes as long as the stream would have: one delay between output chunks.
+        await asyncio.sleep(max(0, _output_chunks(plan) - 1) * scenario.chunk_delay_ms / 1000.0)
+    if scenario.inband_error is not None:
+        # Some providers answer a failed non-stream call with 200 and an error object.
+        return finish(200, wire.render_inband_error(scenario.inband_error), Outcome.INBAND_ERROR)
+    return finish(200, wire.render_completion(plan, scenario, view, response_id, created), Outcome.COMPLETED)
+
+
+def _output_chunks(plan: Plan) -> int:
+    return len(plan.reasoning_pieces) + len(plan.text_pieces) + sum(1 + len(t.fragments) for t in plan.tools)
+
+
+def _error_response(wire: Wire, scenario: Scenario, record: RequestRecord, headers: dict[str, str]) -> web.Response:
+    """The scripted HTTP error, for stream and non-stream requests alike."""
+    status = scenario.status
+    assert status is not None
+    if scenario.retry_after is not None:
+        headers = {**headers, "Retry-After": scenario.retry_after}
+    record.status = status
+    record.end(Outcome.ERROR_STATUS)
+    error_body = scenario.error_body
+    if isinstance(error_body, str):
+        # A string is sent as is: the HTML error page of a proxy in front of the provider, say.
+        content_type = "text/html" if error_body.lstrip().startswith("<") else "text/plain"
+        return web.Response(status=status, text=error_body, content_type=content_type, headers=headers)
+    if error_body is None:
+        message = scenario.error_message or _default_message(status)
+        error_body = wire.render_error(status, message)
+    return _json_response(status, error_body, headers)
+
+
+def _default_message(status: int) -> str:
+    if status == 429:
+        return "Rate limit exceeded (simulated)"
+    return f"Simulated upstream error {status}"

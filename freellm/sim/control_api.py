@@ -1,0 +1,133 @@
+"""The simulator's control plane under ``/_sim/``: scripts, defaults, reset, the request log and waits.
+
+JSON in, JSON out, no auth: the simulator is a test and demo tool bound to localhost. Waiting uses the
+per-request ``asyncio.Event``, so ``/_sim/wait`` answers the moment a request ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from freellm.sim.keys import SIM_STATE
+from freellm.sim.scenario import ScenarioError, parse_scenario
+
+__all__ = ["add_control_routes"]
+
+_SCRIPT_KEYS = frozenset({"provider", "model", "match", "key", "times", "scenario"})
+_DEFAULT_KEYS = frozenset({"provider", "model", "scenario"})
+
+
+class _BadControl(Exception):
+    """A control request is malformed; becomes a 400 with the message."""
+
+
+def add_control_routes(app: web.Application) -> None:
+    """Register every ``/_sim/`` route on ``app``."""
+    r = app.router
+    r.add_post("/_sim/script", _post_script)
+    r.add_get("/_sim/scripts", _get_scripts)
+    r.add_post("/_sim/default", _post_default)
+    r.add_post("/_sim/reset", _post_reset)
+    r.add_get("/_sim/requests", _get_requests)
+    r.add_get("/_sim/wait", _get_wait)
+    r.add_get("/_sim/health", _get_health)
+
+
+def _reply(data: Any, status: int = 200) -> web.Response:
+    return web.Response(status=status, body=orjson.dumps(data), content_type="application/json")
+
+
+async def _json_object(request: web.Request, allowed: frozenset[str]) -> dict[str, Any]:
+    try:
+        data = orjson.loads(await request.read() or b"{}")
+    except orjson.JSONDecodeError as exc:
+        raise _BadControl(f"body is not JSON: {exc}") from exc
+    if not isinstance(data, dict):
+        raise _BadControl("body must be a JSON object")
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise _BadControl(f"unknown field(s) {unknown}; allowed: {', '.join(sorted(allowed))}")
+    return data
+
+
+def _opt_str(data: dict[str, Any], name: str, default: str | None = None) -> str | None:
+    value = data.get(name, default)
+    if value is not None and (not isinstance(value, str) or not value):
+        raise _BadControl(f"{name!r} must be a non-empty string")
+    return value
+
+
+async def _post_script(request: web.Request) -> web.Response:
+    try:
+        data = await _json_object(request, _SCRIPT_KEYS)
+        provider = _opt_str(data, "provider", "default")
+        model = _opt_str(data, "model", "*")
+        times = data.get("times", 1)
+        if times is not None and (isinstance(times, bool) or not isinstance(times, int) or times < 1):
+            raise _BadControl("'times' must be an integer >= 1 or null (until reset)")
+        scenario = parse_scenario(data.get("scenario"))
+    except (_BadControl, ScenarioError) as exc:
+        return _reply({"error": str(exc)}, 400)
+    assert provider is not None and model is not None
+    script = request.app[SIM_STATE].add_script(
+        provider, model, _opt_str(data, "match"), _opt_str(data, "key"), times, scenario, data.get("scenario")
+    )
+    return _reply(script.to_dict())
+
+
+async def _get_scripts(request: web.Request) -> web.Response:
+    state = request.app[SIM_STATE]
+    return _reply({"scripts": [s.to_dict() for queue in state.scripts.values() for s in queue]})
+
+
+async def _post_default(request: web.Request) -> web.Response:
+    try:
+        data = await _json_object(request, _DEFAULT_KEYS)
+        provider = _opt_str(data, "provider")
+        model = _opt_str(data, "model", "*")
+        raw = data.get("scenario")
+        scenario = None if raw is None else parse_scenario(raw)
+    except (_BadControl, ScenarioError) as exc:
+        return _reply({"error": str(exc)}, 400)
+    assert model is not None
+    request.app[SIM_STATE].set_default(provider, model, scenario)
+    return _reply({"ok": True})
+
+
+async def _post_reset(request: web.Request) -> web.Response:
+    request.app[SIM_STATE].reset()
+    return _reply({"ok": True})
+
+
+async def _get_requests(request: web.Request) -> web.Response:
+    q = request.query
+    records = request.app[SIM_STATE].find_records(q.get("provider"), q.get("match"), q.get("model"))
+    return _reply({"requests": [r.to_dict() for r in records]})
+
+
+async def _get_wait(request: web.Request) -> web.Response:
+    q = request.query
+    request_id = q.get("request_id", "")
+    if q.get("state", "ended") != "ended":
+        return _reply({"error": "only state=ended is supported"}, 400)
+    try:
+        timeout = float(q.get("timeout", "5"))
+    except ValueError:
+        return _reply({"error": "'timeout' must be a number of seconds"}, 400)
+    record = request.app[SIM_STATE].records.get(request_id)
+    if record is None:
+        return _reply({"error": f"no request {request_id!r} in the log"}, 404)
+    try:
+        await asyncio.wait_for(record.ended.wait(), timeout)
+    except TimeoutError:
+        return _reply({"error": "timeout", "request": record.to_dict()}, 408)
+    return _reply(record.to_dict())
+
+
+async def _get_health(request: web.Request) -> web.Response:
+    state = request.app[SIM_STATE]
+    return _reply({"status": "ok", "models": state.settings.models, "logged_requests": len(state.records)})
