@@ -96,8 +96,18 @@ class _Model(BaseModel):
     )
 
     def wire(self) -> dict[str, Any]:
-        """The JSON-ready dict sent upstream: set fields and extras, ``None`` dropped."""
-        return self.model_dump(exclude_none=True)
+        """The JSON-ready dict sent upstream: set fields, then extras; ``None`` dropped.
+
+        Built by hand (not ``model_dump``) so nested client values (parts, schemas) are shared rather
+        than deep-copied: the result must be treated as read-only.
+        """
+        d = {k: v for k, v in self.__dict__.items() if v is not None}
+        extra = self.__pydantic_extra__
+        if extra:
+            for k, v in extra.items():
+                if v is not None:
+                    d[k] = v
+        return d
 
 
 class FunctionCall(_Model):
@@ -111,6 +121,11 @@ class ToolCall(_Model):
     type: FunctionType = "function"
     function: FunctionCall
 
+    def wire(self) -> dict[str, Any]:
+        d = super().wire()
+        d["function"] = self.function.wire()
+        return d
+
 
 class ToolFunction(_Model):
     name: str
@@ -122,6 +137,11 @@ class ToolFunction(_Model):
 class Tool(_Model):
     type: FunctionType = "function"
     function: ToolFunction
+
+    def wire(self) -> dict[str, Any]:
+        d = super().wire()
+        d["function"] = self.function.wire()
+        return d
 
 
 class SystemMessage(_Model):
@@ -144,9 +164,11 @@ class AssistantMessage(_Model):
     name: str | None = None
 
     def wire(self) -> dict[str, Any]:
-        d = self.model_dump(exclude_none=True)
-        if "content" not in d:
-            d["content"] = None  # only reachable with tool_calls; several upstreams want the key present
+        d = super().wire()
+        if self.tool_calls:
+            d["tool_calls"] = [c.wire() for c in self.tool_calls]
+            if "content" not in d:
+                d["content"] = None  # several upstreams want the key present next to tool_calls
         return d
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Self, cast
 
+import orjson
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -118,7 +119,11 @@ class ResponseFormat(BaseModel):
     json_schema: dict[str, Any] | None = None
 
     def wire(self) -> dict[str, Any]:
-        return self.model_dump(exclude_none=True)
+        d = {k: v for k, v in self.__dict__.items() if v is not None}
+        for k, v in (self.__pydantic_extra__ or {}).items():
+            if v is not None:
+                d[k] = v
+        return d
 
 
 # Fields that are validated but never forwarded as-is (folded into others, or set per attempt).
@@ -334,6 +339,9 @@ _FRIENDLY = {
 }
 
 
+_UNSERIALISABLE = "Invalid request: body: Input is nested too deeply or is not valid JSON"
+
+
 def parse_chat_request(body: object) -> ChatRequest:
     """Validate and normalise a decoded JSON chat body. Raises :class:`ClientError` (400) and nothing else."""
     if not isinstance(body, dict):
@@ -341,14 +349,20 @@ def parse_chat_request(body: object) -> ChatRequest:
             400, "Invalid request: body: Input should be a JSON object", type="invalid_request_error"
         )
     try:
-        return ChatRequest.model_validate(body)
+        req = ChatRequest.model_validate(body)
     except ValidationError as exc:
         raise _client_error(exc.errors(include_url=False)) from None
     except (TypeError, ValueError, RecursionError, OverflowError):
         # Only reachable with Python-level inputs JSON cannot produce; the contract still holds.
-        raise ClientError(
-            400, "Invalid request: body: Input is not a valid JSON object", type="invalid_request_error"
-        ) from None
+        raise ClientError(400, _UNSERIALISABLE, type="invalid_request_error") from None
+    try:
+        # Unvalidated subtrees (parts, schemas, unknown fields) are forwarded as they are: make sure the
+        # upstream body will serialise. orjson's decoder accepts 1024 levels of nesting, its encoder
+        # only 254; this also catches non-JSON values from in-process callers. ~0.2 µs for a small body.
+        orjson.dumps(body)
+    except orjson.JSONEncodeError:
+        raise ClientError(400, _UNSERIALISABLE, type="invalid_request_error") from None
+    return req
 
 
 def _client_error(errors: list[ErrorDetails]) -> ClientError:

@@ -772,6 +772,8 @@ def classify(err: UpstreamError, *, secrets: Iterable[str] = ()) -> Failure:
         retry_after_s=retry_after,
         rate_limit_signal=rate_limit_signal,
         degraded=degraded,
-        provider_bad_request=bad_request,
+        # Only a failure whose class *is* the shape rejection: a 400 that is really "no model found" or
+        # "context too large" must not make the exhaustion blame the caller's request.
+        provider_bad_request=error_class == "provider_bad_request",
         message=message,
     )

@@ -41,7 +41,7 @@ def create_app(settings: Settings, *, client_keys: list[str] | None = None) -> w
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         data_dir = settings.storage.path or default_data_dir()
         data_dir.mkdir(parents=True, exist_ok=True)
-        store = create_store(data_dir)
+        store = create_store(data_dir, retention_days=settings.storage.request_log_retention_days)
         await store.open()
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, enable_cleanup_closed=True)
         session = aiohttp.ClientSession(connector=connector, auto_decompress=True, trust_env=False)

@@ -56,7 +56,9 @@ async def _on_shutdown(app: web.Application) -> None:
 
 
 def _json_response(status: int, body: Any, headers: dict[str, str]) -> web.Response:
-    return web.Response(status=status, body=orjson.dumps(body), content_type="application/json", headers=headers)
+    return web.Response(
+        status=status, body=orjson.dumps(body), content_type="application/json", headers=headers
+    )
 
 
 def _models_handler(wire: Wire) -> Handler:
@@ -152,7 +154,13 @@ async def _serve(
         record.status = 200
         await response.prepare(request)
         outcome = await play_frames(
-            request, response, frames, scenario, state.closing, settings.stall_max_s, settings.disconnect_poll_s
+            request,
+            response,
+            frames,
+            scenario,
+            state.closing,
+            settings.stall_max_s,
+            settings.disconnect_poll_s,
         )
         if outcome is None:
             await response.write_eof()
@@ -161,7 +169,9 @@ async def _serve(
         return response
 
     # Non-stream: cut = close without any response, stall = never answer.
-    if scenario.cut_after is not None and (scenario.stall_after is None or scenario.cut_after <= scenario.stall_after):
+    if scenario.cut_after is not None and (
+        scenario.stall_after is None or scenario.cut_after <= scenario.stall_after
+    ):
         cut_connection(request)
         record.end(Outcome.CUT)
         return web.Response(status=499)
@@ -181,7 +191,9 @@ def _output_chunks(plan: Plan) -> int:
     return len(plan.reasoning_pieces) + len(plan.text_pieces) + sum(1 + len(t.fragments) for t in plan.tools)
 
 
-def _error_response(wire: Wire, scenario: Scenario, record: RequestRecord, headers: dict[str, str]) -> web.Response:
+def _error_response(
+    wire: Wire, scenario: Scenario, record: RequestRecord, headers: dict[str, str]
+) -> web.Response:
     """The scripted HTTP error, for stream and non-stream requests alike."""
     status = scenario.status
     assert status is not None

@@ -47,11 +47,20 @@ class SimControl:
         """Queue ``scenario`` for the next ``times`` matching requests to ``provider`` (None = until reset).
 
         Returns the stored script (with its ``id``)."""
-        body = {"provider": provider, "model": model, "match": match, "key": key, "times": times, "scenario": scenario}
+        body = {
+            "provider": provider,
+            "model": model,
+            "match": match,
+            "key": key,
+            "times": times,
+            "scenario": scenario,
+        }
         result: dict[str, Any] = self._call("POST", "/_sim/script", body)
         return result
 
-    def set_default(self, scenario: dict[str, Any] | None, provider: str | None = None, model: str = "*") -> None:
+    def set_default(
+        self, scenario: dict[str, Any] | None, provider: str | None = None, model: str = "*"
+    ) -> None:
         """Set the default for ``provider/model`` (or the server default when ``provider`` is None);
         ``scenario=None`` removes a per-model default or restores the server default from settings."""
         self._call("POST", "/_sim/default", {"provider": provider, "model": model, "scenario": scenario})
@@ -107,7 +116,9 @@ class SimControl:
         """Awaitable :meth:`reset`."""
         await asyncio.to_thread(self.reset)
 
-    async def requests_async(self, provider: str | None = None, match: str | None = None) -> list[dict[str, Any]]:
+    async def requests_async(
+        self, provider: str | None = None, match: str | None = None
+    ) -> list[dict[str, Any]]:
         """Awaitable :meth:`requests`."""
         return await asyncio.to_thread(self.requests, provider, match)
 
@@ -129,7 +140,9 @@ class SimControl:
         if query:
             url += "?" + urllib.parse.urlencode(query)
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            url, data=data, method=method, headers={"Content-Type": "application/json"}
+        )
         try:
             with urllib.request.urlopen(req, timeout=http_timeout or self.timeout) as resp:
                 return json.loads(resp.read() or b"null")

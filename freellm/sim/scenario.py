@@ -77,7 +77,7 @@ class Scenario:
     cut_after: int | None = None
     stall_after: int | None = None
     empty: bool = False
-    finish_reason: str | None | _Auto = AUTO
+    finish_reason: str | _Auto | None = AUTO
     done: bool = True
     malformed: bool = False
     keepalive_comments: int = 0
@@ -247,7 +247,9 @@ def parse_scenario(data: Mapping[str, Any] | Scenario | None) -> Scenario:
         raise ScenarioError(f"a scenario must be a JSON object, got {type(data).__name__}")
     unknown = sorted(set(data) - set(_VALIDATORS))
     if unknown:
-        raise ScenarioError(f"unknown scenario field(s) {unknown}; valid fields: {', '.join(SCENARIO_FIELDS)}")
+        raise ScenarioError(
+            f"unknown scenario field(s) {unknown}; valid fields: {', '.join(SCENARIO_FIELDS)}"
+        )
     values = {name: _VALIDATORS[name](name, v) for name, v in data.items()}
     if values.get("status") is None:
         orphans = [k for k in ("error_message", "retry_after", "error_body") if values.get(k) is not None]

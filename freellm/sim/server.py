@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Final
@@ -92,11 +93,12 @@ async def _serve_forever(host: str, port: int, settings: SimSettings | None) -> 
 
 def run_sim_forever(host: str, port: int, settings: SimSettings | None) -> None:
     """Serve until Ctrl-C, on uvloop when it is installed (what ``freellm sim`` calls)."""
+    loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None
     try:
         import uvloop
 
-        run = uvloop.run
+        loop_factory = uvloop.new_event_loop
     except ImportError:  # pragma: no cover - uvloop is a dependency except on Windows
-        run = asyncio.run
-    with contextlib.suppress(KeyboardInterrupt):
-        run(_serve_forever(host, port, settings))
+        pass
+    with contextlib.suppress(KeyboardInterrupt), asyncio.Runner(loop_factory=loop_factory) as runner:
+        runner.run(_serve_forever(host, port, settings))

@@ -52,7 +52,9 @@ class SimSettings:
         allowed = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - allowed)
         if unknown:
-            raise SimConfigError(f"unknown simulator setting(s) {unknown}; valid: {', '.join(sorted(allowed))}")
+            raise SimConfigError(
+                f"unknown simulator setting(s) {unknown}; valid: {', '.join(sorted(allowed))}"
+            )
         kwargs: dict[str, Any] = {}
         try:
             if "default" in data:

@@ -243,15 +243,19 @@ class MemoryStore:
         self._record_usage(scope, tokens, now)
 
     def _restore_usage(self, scope: str, minute_index: int, requests: int, tokens: int, now: float) -> None:
-        """Load one persisted per-minute bucket (oldest first), as if recorded at the end of its minute.
+        """Load one persisted per-minute bucket (oldest first), as if recorded at the end of its minute
+        (or at ``now``, the time of loading, if that is earlier).
 
-        Placing it at the end keeps the 60 s window conservative after a restart.
+        The store persists minute buckets only, so this keeps the 60 s window conservative after a
+        restart: the requests of the minute before a restart still count until that minute ends + 60 s.
         """
         su = self._usage.get(scope)
         if su is None:
             su = self._usage[scope] = _ScopeUsage()
         su.day.add_at(minute_index, requests, tokens)
-        last_second = int((minute_index + 1) * _DAY_BUCKET_S - _MINUTE_BUCKET_S)
+        last_second = min(
+            int((minute_index + 1) * _DAY_BUCKET_S - _MINUTE_BUCKET_S), int(now // _MINUTE_BUCKET_S)
+        )
         if (last_second + 1) * _MINUTE_BUCKET_S > now - MINUTE_S:
             su.minute.add_at(last_second, requests, tokens)
 

@@ -18,16 +18,20 @@ Design
 * **Why stdlib ``sqlite3`` on a private one-thread executor rather than aiosqlite.** aiosqlite also runs a
   ``sqlite3`` connection on its own thread, but costs one thread hop (a queue put plus a future wake-up
   on the loop) per *statement*; a flush here is a handful of ``executemany`` calls and a commit, done in
-  *one* hop. Measured on this machine (1 000 usage upserts + 1 000 request rows per flush, WAL,
-  synchronous=NORMAL): see ``_write_batch`` — the executor path does the whole batch in one hop, and the
-  loop is never blocked. A private executor (not ``asyncio.to_thread``'s shared default pool) also
-  means a burst of DNS lookups or other ``to_thread`` users can't delay a flush, and the connection is
-  only ever used from that one thread.
+  *one* hop. Measured on this machine (WAL, synchronous=NORMAL): a typical 0.5 s batch of 5 request rows
+  + 5 usage upserts took 98 µs vs 351 µs with aiosqlite ``executemany``; 1 000 + 1 000 took 4.4 ms vs
+  5.5 ms (and 172 ms with aiosqlite statement by statement). A private executor rather than
+  ``asyncio.to_thread``'s shared default pool also means a burst of DNS lookups or other ``to_thread``
+  users can't delay a flush, and the one thread runs writes strictly in submission order.
+  The request path itself pays ~2 µs per logged row (a tuple and one ``orjson.dumps``) and a dict
+  update per usage record; the whole router sequence (cooldown, usage, check, lease, release, record)
+  measured 3.8 µs on ``MemoryStore`` and 6.2 µs here with ``log_request`` and flushing running.
 * **Layout.** ``meta(schema_version)``, ``cooldowns``, ``usage`` (per scope and minute: the same
   buckets the 24 h window uses, so a day of a busy key is ≤ 1 440 rows), ``events``, ``settings`` and
   ``requests`` (one column per :class:`RequestLogRow` field, ``extra`` as JSON). WAL journal,
-  ``synchronous=NORMAL`` (a crash of the process loses nothing committed; a power cut may lose the last
-  flush — acceptable for this state).
+  ``synchronous=NORMAL``: a killed process loses what it had not flushed yet (≤ ``flush_interval_s`` of
+  writes; a clean shutdown loses nothing), a power cut may also lose the last commit — acceptable for
+  this state.
 * **Retention.** ``open()`` and then the background task once an hour delete usage older than 24 h,
   events older than ``event_retention_s``, expired cooldowns and request rows older than
   ``retention_days``.
@@ -307,7 +311,9 @@ class SQLiteStore(MemoryStore):
             return
         if self._pending or self._failed is not None:
             batch, self._pending = self._pending, _Batch()
-            self._last_write = asyncio.wrap_future(executor.submit(self._write_sync, batch))
+            write = asyncio.wrap_future(executor.submit(self._write_sync, batch))
+            write.add_done_callback(_retrieve)  # its error is raised to the awaiter, if any is left
+            self._last_write = write
         last = self._last_write
         if last is not None:
             # Shielded: a caller cancelled meanwhile must not cancel a write still queued on the thread
@@ -531,6 +537,12 @@ class SQLiteStore(MemoryStore):
         for name, scope, ts in loaded.events:
             self._restore_event(name, scope, ts)
         self._settings.update(loaded.settings)
+
+
+def _retrieve(fut: asyncio.Future[None]) -> None:
+    """Mark a write's outcome as seen, so an awaiter cancelled meanwhile leaves no asyncio warning."""
+    if not fut.cancelled():
+        fut.exception()
 
 
 def _runs(
