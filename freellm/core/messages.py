@@ -31,6 +31,7 @@ __all__ = [
     "ToolFunction",
     "ToolMessage",
     "UserMessage",
+    "WireModel",
     "content_stats",
     "normalise_messages",
 ]
@@ -90,7 +91,9 @@ NullableContent = Annotated[Content | None, PlainValidator(_nullable_content)]
 FunctionType = Annotated[Literal["function"], PlainValidator(_function_type)]
 
 
-class _Model(BaseModel):
+class WireModel(BaseModel):
+    """Base of the request's sub-objects: strict, frozen, unknown fields kept, ``wire()`` for upstream."""
+
     model_config = ConfigDict(
         extra="allow", strict=True, frozen=True, allow_inf_nan=False, hide_input_in_errors=True
     )
@@ -110,13 +113,13 @@ class _Model(BaseModel):
         return d
 
 
-class FunctionCall(_Model):
+class FunctionCall(WireModel):
     name: str
     arguments: Annotated[str, PlainValidator(_arguments)] = "{}"
     """Always a string: an object is serialised to compact JSON."""
 
 
-class ToolCall(_Model):
+class ToolCall(WireModel):
     id: str | None = None
     type: FunctionType = "function"
     function: FunctionCall
@@ -127,14 +130,14 @@ class ToolCall(_Model):
         return d
 
 
-class ToolFunction(_Model):
+class ToolFunction(WireModel):
     name: str
     description: str | None = None
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
 
 
-class Tool(_Model):
+class Tool(WireModel):
     type: FunctionType = "function"
     function: ToolFunction
 
@@ -144,19 +147,19 @@ class Tool(_Model):
         return d
 
 
-class SystemMessage(_Model):
+class SystemMessage(WireModel):
     role: Literal["system", "developer"]
     content: RequiredContent
     name: str | None = None
 
 
-class UserMessage(_Model):
+class UserMessage(WireModel):
     role: Literal["user"]
     content: RequiredContent
     name: str | None = None
 
 
-class AssistantMessage(_Model):
+class AssistantMessage(WireModel):
     role: Literal["assistant"]
     content: NullableContent = None
     tool_calls: list[ToolCall] | None = None
@@ -172,14 +175,14 @@ class AssistantMessage(_Model):
         return d
 
 
-class ToolMessage(_Model):
+class ToolMessage(WireModel):
     role: Literal["tool"]
     content: NullableContent = None
     tool_call_id: str | None = None
     name: str | None = None
 
 
-class FunctionMessage(_Model):
+class FunctionMessage(WireModel):
     role: Literal["function"]
     name: str
     content: NullableContent = None

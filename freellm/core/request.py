@@ -12,6 +12,7 @@ kept and forwarded upstream.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal, Self, cast
 
@@ -35,6 +36,7 @@ from freellm.core.messages import (
     ROLES,
     Message,
     Tool,
+    WireModel,
     content_stats,
     normalise_messages,
 )
@@ -79,6 +81,21 @@ Penalty = Annotated[float, Field(ge=-2, le=2)]
 Unit = Annotated[float, Field(ge=0, le=1)]
 
 
+def _number(value: Any) -> int | float:
+    # Keeps the client's int/float as sent (a float field would turn -100 into -100.0).
+    if isinstance(value, bool):
+        pass
+    elif isinstance(value, int):
+        if _INT64_MIN <= value <= _INT64_MAX:
+            return value
+    elif isinstance(value, float) and math.isfinite(value):
+        return value
+    raise PydanticCustomError("float_type", "Input should be a number")
+
+
+Number = Annotated[int | float, PlainValidator(_number)]
+
+
 def _stop(value: Any) -> str | list[str] | None:
     if value is None or isinstance(value, str):
         return value
@@ -112,23 +129,14 @@ def _effort(value: Any) -> ReasoningEffort | None:
     return None
 
 
-class ResponseFormat(BaseModel):
-    model_config = ConfigDict(extra="allow", strict=True, frozen=True, hide_input_in_errors=True)
-
+class ResponseFormat(WireModel):
     type: Literal["text", "json_object", "json_schema"]
     json_schema: dict[str, Any] | None = None
-
-    def wire(self) -> dict[str, Any]:
-        d = {k: v for k, v in self.__dict__.items() if v is not None}
-        for k, v in (self.__pydantic_extra__ or {}).items():
-            if v is not None:
-                d[k] = v
-        return d
 
 
 # Fields that are validated but never forwarded as-is (folded into others, or set per attempt).
 _NOT_FORWARDED = frozenset(
-    {
+    (
         "model",
         "messages",
         "stream",
@@ -137,7 +145,7 @@ _NOT_FORWARDED = frozenset(
         "reasoning",
         "tools",
         "tool_choice",
-    }
+    )
 )
 
 
@@ -175,7 +183,7 @@ class ChatRequest(BaseModel):
     presence_penalty: Penalty | None = None
     frequency_penalty: Penalty | None = None
     repetition_penalty: Annotated[float, Field(gt=0)] | None = None
-    logit_bias: dict[str, float] | None = None
+    logit_bias: dict[str, Number] | None = None
     logprobs: bool | None = None
     top_logprobs: Annotated[Int, Field(ge=0, le=20)] | None = None
     reasoning_effort: Annotated[ReasoningEffort | None, PlainValidator(_effort)] = None
@@ -228,6 +236,13 @@ class ChatRequest(BaseModel):
     def wants_tools(self) -> bool:
         """Tools were declared and ``tool_choice`` is not ``"none"``."""
         return bool(self.tools) and self.tool_choice != "none"
+
+    @property
+    def include_usage(self) -> bool:
+        """The client expects a usage record: always for a non-stream reply (a completion carries
+        ``usage``), for a stream only with ``stream_options.include_usage: true``."""
+        so = self.stream_options
+        return not self.stream or (so is not None and so.get("include_usage") is True)
 
     @property
     def has_images(self) -> bool:
@@ -297,7 +312,7 @@ class ChatRequest(BaseModel):
         for name in _FORWARDED:
             v = d[name]
             if v is not None:
-                body[name] = v.wire() if isinstance(v, ResponseFormat) else v
+                body[name] = v.wire() if isinstance(v, WireModel) else v
         for k, v in (self.__pydantic_extra__ or {}).items():
             if v is not None:
                 body[k] = v

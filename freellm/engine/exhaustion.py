@@ -38,7 +38,9 @@ LAST_ERROR_LIMIT: Final = 240
 
 # Classes meaning "unavailable until a known time": when *every* attempt is one of these the pool
 # recovers by itself, so the honest answer is a 429 with a retry time.
-UNAVAILABLE_UNTIL_KNOWN_TIME: Final = frozenset({"rate_limited", "daily_quota_exhausted", "out_of_credits", "forbidden"})
+UNAVAILABLE_UNTIL_KNOWN_TIME: Final = frozenset(
+    {"rate_limited", "daily_quota_exhausted", "out_of_credits", "forbidden"}
+)
 
 # ── Zero-attempt diagnostics ──────────────────────────────────────────────────────────────────────
 
@@ -99,7 +101,9 @@ def _reset_note(retry_at_ms: int | None, now_ms: int | None) -> str:
 
 def format_attempt_trail(trail: Sequence[TrailEntry]) -> str:
     """``p/m key1: class; p2/m2 key2: class`` (at most 10, then ``; +N more``)."""
-    shown = "; ".join(f"{e.provider}/{e.model} key{e.key_n}: {e.error_class}" for e in trail[:TRAIL_MAX_SHOWN])
+    shown = "; ".join(
+        f"{e.provider}/{e.model} key{e.key_n}: {e.error_class}" for e in trail[:TRAIL_MAX_SHOWN]
+    )
     extra = len(trail) - TRAIL_MAX_SHOWN
     return shown + (f"; +{extra} more" if extra > 0 else "")
 

@@ -351,7 +351,9 @@ EMPTY_COMPLETION_MARKER: Final = "empty completion"
 
 # Body fields carrying a retry delay: Gemini error.details[RetryInfo].retryDelay "17s"; OpenAI-style
 # relays' retry_after (seconds); some Chinese hosts' retryAfter.
-RETRY_BODY_KEYS: Final = frozenset({"retryDelay", "retry_delay", "retry_after", "retryAfter", "retry_after_seconds"})
+RETRY_BODY_KEYS: Final = frozenset(
+    {"retryDelay", "retry_delay", "retry_after", "retryAfter", "retry_after_seconds"}
+)
 # Longer spellings first, so "minutes" is not read as "m" + "inutes".
 _UNIT_ALTS = r"milliseconds?|ms|hours?|hrs?|h|minutes?|mins?|m|seconds?|secs?|s"
 _UNIT = r"(?:" + _UNIT_ALTS + r")"
@@ -586,7 +588,9 @@ def _retry_hint_from_text(message: str) -> float | None:
 def _body_codes(body: Any) -> frozenset[str]:
     decoded = _decode_body(body)
     return frozenset(
-        v.lower() for k, v in _walk_body(decoded) if k in ("code", "type", "status", "reason") and isinstance(v, str)
+        v.lower()
+        for k, v in _walk_body(decoded)
+        if k in ("code", "type", "status", "reason") and isinstance(v, str)
     )
 
 
@@ -641,7 +645,9 @@ def classify(err: UpstreamError, *, secrets: Iterable[str] = ()) -> Failure:
         or _has_any(msg, TRANSPORT_PHRASES)
         or bool(TRANSPORT_CODES.search(msg))
     )
-    rate_limit_text = _has_any(msg, RATE_LIMIT_PHRASES) or (status is None and bool(STATUS_DIGITS_429.search(msg)))
+    rate_limit_text = _has_any(msg, RATE_LIMIT_PHRASES) or (
+        status is None and bool(STATUS_DIGITS_429.search(msg))
+    )
     rate_limit_signal = status == 429 if status is not None else rate_limit_text
     server = (
         (status is not None and status >= SERVER_ERROR_MIN)

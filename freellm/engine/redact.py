@@ -67,7 +67,9 @@ _PATTERNS: Final[tuple[tuple[re.Pattern[str], str], ...]] = (
     # Bare high-entropy runs with no known prefix (Cloudflare, Mistral, Cohere keys are 32+ plain
     # alphanumerics). Needs a digit and a letter so ordinary long words survive.
     (
-        re.compile(r"(?<![A-Za-z0-9])(?=[A-Za-z0-9]*[0-9])(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{32,}(?![A-Za-z0-9])"),
+        re.compile(
+            r"(?<![A-Za-z0-9])(?=[A-Za-z0-9]*[0-9])(?=[A-Za-z0-9]*[A-Za-z])[A-Za-z0-9]{32,}(?![A-Za-z0-9])"
+        ),
         "[redacted-token]",
     ),
 )

@@ -9,7 +9,8 @@ Rules:
 * Only providers whose wire this gateway speaks (:data:`SUPPORTED_WIRES`) and that need a key are
   candidates. Keyless providers (``auth: none``) are never enabled implicitly.
 * A provider is enabled when at least one of its key variables is set: the data's ``api_key_env``
-  (``GROQ_KEY``), the conventional ``<ID>_API_KEY`` (``GROQ_API_KEY``), a few well-known aliases
+  (``GROQ_KEY``), the conventional ``<ID>_API_KEY`` (``GROQ_API_KEY``; not for cloudflare, whose
+  ``CLOUDFLARE_API_KEY`` is a different credential), a few well-known aliases
   (``HF_TOKEN``, ``GITHUB_TOKEN``, ``CLOUDFLARE_API_TOKEN``, ...), and numbered variants of each
   (``GROQ_API_KEY_2``, ``GROQ_KEY_1``). Keys are stripped and de-duplicated, order preserved.
 * ``{placeholder}`` parts of a base URL are filled from ``<ID>_<PLACEHOLDER>``
@@ -74,6 +75,11 @@ _EXTRA_KEY_ENV: Mapping[str, tuple[str, ...]] = MappingProxyType(
 )
 """Well-known key variables beyond ``api_key_env`` and ``<ID>_API_KEY`` (each also numbered)."""
 
+_NO_CONVENTIONAL_KEY_ENV: frozenset[str] = frozenset({"cloudflare"})
+"""Providers where ``<ID>_API_KEY`` means another credential: Cloudflare tooling reads
+``CLOUDFLARE_API_KEY`` as the Global API Key (sent with an e-mail header), which Workers AI's bearer
+auth rejects; its tokens are ``CLOUDFLARE_API_TOKEN``."""
+
 _PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _URL_SAFE = re.compile(r"[A-Za-z0-9._~-]+")
 
@@ -128,7 +134,8 @@ class BuiltinProvider(_Frozen):
         """Variables whose value is a key for this provider; ``NAME_<n>`` variants count too."""
         if self.auth == "none":
             return ()
-        names = [self.api_key_env or "", f"{self.id.upper()}_API_KEY", *_EXTRA_KEY_ENV.get(self.id, ())]
+        conventional = "" if self.id in _NO_CONVENTIONAL_KEY_ENV else f"{self.id.upper()}_API_KEY"
+        names = [self.api_key_env or "", conventional, *_EXTRA_KEY_ENV.get(self.id, ())]
         return tuple(dict.fromkeys(n for n in names if n))
 
     @property
@@ -225,7 +232,9 @@ def _resolve_base_url(
         keys = list(dict.fromkeys(k for k in kept if k))
     missing = [provider.placeholder_env(ph) for ph, v in values.items() if not v]
     if missing:
-        log.warning("built-in provider %s has keys but %s is not set: skipped", provider.id, ", ".join(missing))
+        log.warning(
+            "built-in provider %s has keys but %s is not set: skipped", provider.id, ", ".join(missing)
+        )
         return None
     bad = [provider.placeholder_env(ph) for ph, v in values.items() if not _URL_SAFE.fullmatch(v)]
     if bad:

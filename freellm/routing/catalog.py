@@ -88,7 +88,7 @@ class Catalog:
                 out.append(route)
             else:
                 out.extend(self.groups.get(entry.lower(), []))
-        return list(dict.fromkeys(out))
+        return list({r.label: r for r in out}.values())
 
     def _pinned(self, name: str) -> ModelRoute | None:
         key = name.lower()

@@ -117,7 +117,9 @@ def decide_cooldown(
     base = cfg.cooldown_default_s
     escalated = False
     if not _never_escalates(failure):
-        guessed = limits_unknown and failure.rate_limit_signal and rate_limit_hits_1h >= NULL_LIMIT_HIT_THRESHOLD
+        guessed = (
+            limits_unknown and failure.rate_limit_signal and rate_limit_hits_1h >= NULL_LIMIT_HIT_THRESHOLD
+        )
         if (daily_exhausted or guessed) and cfg.cooldown_ladder_s:
             ladder = cfg.cooldown_ladder_s
             base = ladder[min(max(ladder_hits_24h, 0), len(ladder) - 1)]

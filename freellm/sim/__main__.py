@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import sys
 
 from freellm.sim.server import run_sim_forever
@@ -23,7 +25,15 @@ def main(argv: list[str] | None = None) -> int:
     except SimConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    run_sim_forever(args.host, args.port, settings)
+    print(f"freellm sim on http://{args.host}:{args.port}/<provider>/v1 (Ctrl-C to stop)", flush=True)
+    try:
+        import uvloop
+
+        loop_factory = uvloop.new_event_loop
+    except ImportError:  # pragma: no cover - uvloop is a dependency except on Windows
+        loop_factory = asyncio.new_event_loop
+    with contextlib.suppress(KeyboardInterrupt), asyncio.Runner(loop_factory=loop_factory) as runner:
+        runner.run(run_sim_forever(args.host, args.port, settings))
     return 0
 
 

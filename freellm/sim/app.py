@@ -118,6 +118,7 @@ async def _serve(
     key: str | None,
     body: Any,
 ) -> web.StreamResponse:
+    """Answer one chat request as its scenario says, recording the outcome on ``record``."""
     headers = {REQUEST_ID_HEADER: record.id}
 
     def finish(status: int, payload: Any, outcome: Outcome) -> web.Response:

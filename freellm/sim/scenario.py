@@ -1,8 +1,9 @@
 """The scenario model: what one simulated upstream answer looks like, independent of any wire.
 
 A scenario is parsed strictly (an unknown or mistyped field is an error, not a silent no-op) because a
-typo in a fault script would otherwise make a reliability test pass for the wrong reason. Scenarios are
-frozen so one instance can be shared by every request that selects it.
+typo in a fault script would otherwise make a reliability test pass for the wrong reason. One instance is
+shared by every request that selects it, so treat it as read-only once a simulator uses it (it is left
+mutable only so a CLI can tune the default scenario it just loaded, e.g. ``--chunks``).
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class ToolCallSpec:
     id: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Scenario:
     """Everything a script can say about one answer. Defaults describe a healthy, instant reply.
 

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Final
@@ -82,23 +80,13 @@ async def start_sim(host: str = "127.0.0.1", port: int = 0, settings: SimSetting
     return SimServer(runner=runner, host=url_host, port=bound_port)
 
 
-async def _serve_forever(host: str, port: int, settings: SimSettings | None) -> None:
+async def run_sim_forever(host: str, port: int, settings: SimSettings | None) -> None:
+    """Serve until cancelled (Ctrl-C in ``freellm sim``), closing cleanly on the way out.
+
+    A coroutine so the caller chooses the event loop (the CLI runs it on uvloop).
+    """
     server = await start_sim(host, port, settings)
-    print(f"freellm sim listening on {server.base_url}  (providers: {server.base_url}/<name>/v1)", flush=True)
     try:
         await asyncio.Event().wait()
     finally:
         await server.close()
-
-
-def run_sim_forever(host: str, port: int, settings: SimSettings | None) -> None:
-    """Serve until Ctrl-C, on uvloop when it is installed (what ``freellm sim`` calls)."""
-    loop_factory: Callable[[], asyncio.AbstractEventLoop] | None = None
-    try:
-        import uvloop
-
-        loop_factory = uvloop.new_event_loop
-    except ImportError:  # pragma: no cover - uvloop is a dependency except on Windows
-        pass
-    with contextlib.suppress(KeyboardInterrupt), asyncio.Runner(loop_factory=loop_factory) as runner:
-        runner.run(_serve_forever(host, port, settings))

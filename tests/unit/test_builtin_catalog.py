@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from importlib import resources
@@ -72,7 +73,7 @@ def test_catalog_is_well_formed() -> None:
 def test_catalog_data_is_immutable() -> None:
     provider = builtin_catalog()[0]
     with pytest.raises(Exception):  # noqa: B017 - pydantic's frozen error type is an implementation detail
-        provider.base_url = "https://evil.example"  # type: ignore[misc]
+        provider.base_url = "https://evil.example"
     assert isinstance(provider.models, tuple)
 
 
@@ -147,7 +148,13 @@ def test_numbered_keys_are_collected_in_order_and_deduplicated() -> None:
 
 
 def test_gemini_wire_and_keyless_providers_are_not_enabled() -> None:
-    env = {"GOOGLE_API_KEY": "g", "GEMINI_API_KEY": "g", "GOOGLE_KEY": "g", "KILO_API_KEY": "k", "KILO_KEY": "k"}
+    env = {
+        "GOOGLE_API_KEY": "g",
+        "GEMINI_API_KEY": "g",
+        "GOOGLE_KEY": "g",
+        "KILO_API_KEY": "k",
+        "KILO_KEY": "k",
+    }
     assert builtin_providers(env) == []
     kilo = next(p for p in builtin_catalog() if p.id == "kilo")
     assert kilo.auth == "none"
@@ -179,6 +186,10 @@ def test_cloudflare_keys_of_another_account_are_dropped() -> None:
     (cf,) = builtin_providers(env)
     assert cf.base_url == "https://api.cloudflare.com/client/v4/accounts/acct1/ai/v1"
     assert cf.keys == ["tok1"]
+
+
+def test_cloudflare_global_api_key_variable_is_not_a_workers_ai_token() -> None:
+    assert builtin_providers({"CLOUDFLARE_API_KEY": "global", "CLOUDFLARE_ACCOUNT_ID": "a"}) == []
 
 
 def test_cloudflare_rejects_unsafe_account_id() -> None:
@@ -267,7 +278,7 @@ def test_chain_interleaves_so_one_provider_never_leads_twice_in_a_row() -> None:
     chain = builtin_chain(providers)
     heads = [label.split("/", 1)[0] for label in chain[:4]]
     assert heads == ["openrouter", "nvidia", "cloudflare", "huggingface"]  # rpd 200 first, then data order
-    for first, second in zip(chain, chain[1:], strict=False):
+    for first, second in itertools.pairwise(chain):
         if first.split("/", 1)[0] == second.split("/", 1)[0]:
             assert first.startswith("nvidia/")  # only nvidia has more Frontier models than the others
 
@@ -275,7 +286,9 @@ def test_chain_interleaves_so_one_provider_never_leads_twice_in_a_row() -> None:
 def test_chain_rule_on_synthetic_providers() -> None:
     # Unknown to the data, so every model lands in the unknown-size tier, after the known tiers.
     a = _provider("a", ("a1", True, True, 100), ("a2", True, True, 5000), ("a3", True, True, None))
-    b = _provider("b", ("b1", True, True, 1000), ("b-off", True, False, 9999), ("b-notools", False, True, 9999))
+    b = _provider(
+        "b", ("b1", True, True, 1000), ("b-off", True, False, 9999), ("b-notools", False, True, 9999)
+    )
     c = _provider("c", ("c1", True, True, None))
     assert builtin_chain([a, b, c]) == ["a/a2", "b/b1", "c/c1", "a/a1", "a/a3"]
     disabled = b.model_copy(update={"enabled": False})
@@ -284,19 +297,19 @@ def test_chain_rule_on_synthetic_providers() -> None:
 
 
 def test_tier_does_not_start_with_the_provider_that_ended_the_previous_tier() -> None:
-    groq = builtin_providers({"GROQ_API_KEY": "x"})[0]
-    # Only groq in Large; a synthetic Large-tier-less provider cannot be sized, so use two real ones:
-    providers = builtin_providers({"GROQ_API_KEY": "x", "GITHUB_TOKEN": "y"})
-    chain = builtin_chain(providers)
-    # Large: groq (1000) then github (50) -> ends with github; Medium: groq leads on rpd anyway.
-    assert chain[:2] == ["groq/openai/gpt-oss-120b", "github/openai/gpt-4.1"]
-    assert chain[2].startswith("groq/")
-    assert groq.name == "groq"
-    for first, second in zip(chain, chain[1:], strict=False):
-        same = first.split("/", 1)[0] == second.split("/", 1)[0]
-        # consecutive repeats only once one provider is left in the tier (groq's tail in Medium/Small)
-        if same:
-            assert first.startswith("groq/")
+    # Real names/ids give the data's size tiers; the rpd values are the config's (overrides win).
+    groq = _provider(
+        "groq", ("openai/gpt-oss-120b", True, True, 1000), ("llama-3.1-8b-instant", True, True, 14400)
+    )
+    mistral = _provider(
+        "mistral", ("magistral-medium-latest", True, True, 5000), ("codestral-latest", True, True, None)
+    )
+    assert builtin_chain([groq, mistral]) == [
+        "mistral/magistral-medium-latest",  # Large: rpd 5000 beats 1000
+        "groq/openai/gpt-oss-120b",
+        "mistral/codestral-latest",  # Small: groq's 14400 would lead, but groq just ended Large
+        "groq/llama-3.1-8b-instant",
+    ]
 
 
 def test_builtin_settings_validate_as_settings() -> None:

@@ -92,7 +92,12 @@ TABLE: list[tuple[str, Failure, dict[str, Any], tuple[float, str] | None]] = [
     ("daily with Retry-After", DAILY_HINT, {}, (432.0, "authoritative")),
     ("daily near midnight floors at 60s", DAILY, {"now": MIDNIGHT - 5}, (60.0, "authoritative")),
     ("daily at exact midnight waits a full day", DAILY, {"now": MIDNIGHT}, (86400.0, "authoritative")),
-    ("daily on local key still midnight (row order)", DAILY, {"is_local": True}, (MIDNIGHT - NOON, "authoritative")),
+    (
+        "daily on local key still midnight (row order)",
+        DAILY,
+        {"is_local": True},
+        (MIDNIGHT - NOON, "authoritative"),
+    ),
     ("local 5s", RATE_429, {"is_local": True}, (5.0, "heuristic")),
     ("local ignores Retry-After", RATE_429_HINT, {"is_local": True}, (5.0, "heuristic")),
     (
@@ -124,7 +129,8 @@ def test_cooldown_table(
         assert got is None
     else:
         assert got is not None
-        assert (got.seconds, got.source) == (pytest.approx(expected[0]), expected[1])
+        assert got.seconds == pytest.approx(expected[0])
+        assert got.source == expected[1]
 
 
 def test_empty_length_after_streak_gets_normal_cooldown() -> None:
@@ -146,11 +152,31 @@ LADDER: list[tuple[str, dict[str, Any], float, bool]] = [
     # unknown limits: needs ≥2 real rate-limit hits in the hour, capped at 10 min
     ("null limits one hit", {"limits_unknown": True, "rate_limit_hits_1h": 1}, 90.0, False),
     ("null limits two hits step 0", {"limits_unknown": True, "rate_limit_hits_1h": 2}, 120.0, True),
-    ("null limits step 1", {"limits_unknown": True, "rate_limit_hits_1h": 3, "ladder_hits_24h": 1}, 600.0, True),
-    ("null limits capped at 10m", {"limits_unknown": True, "rate_limit_hits_1h": 5, "ladder_hits_24h": 2}, 600.0, True),
-    ("null limits capped at 10m beyond", {"limits_unknown": True, "rate_limit_hits_1h": 5, "ladder_hits_24h": 7}, 600.0, True),
+    (
+        "null limits step 1",
+        {"limits_unknown": True, "rate_limit_hits_1h": 3, "ladder_hits_24h": 1},
+        600.0,
+        True,
+    ),
+    (
+        "null limits capped at 10m",
+        {"limits_unknown": True, "rate_limit_hits_1h": 5, "ladder_hits_24h": 2},
+        600.0,
+        True,
+    ),
+    (
+        "null limits capped at 10m beyond",
+        {"limits_unknown": True, "rate_limit_hits_1h": 5, "ladder_hits_24h": 7},
+        600.0,
+        True,
+    ),
     # known limits, not exhausted: never escalates on hits alone
-    ("known limits hits ignored", {"limits_unknown": False, "rate_limit_hits_1h": 10, "ladder_hits_24h": 2}, 90.0, False),
+    (
+        "known limits hits ignored",
+        {"limits_unknown": False, "rate_limit_hits_1h": 10, "ladder_hits_24h": 2},
+        90.0,
+        False,
+    ),
 ]
 
 
@@ -165,10 +191,11 @@ def test_ladder(name: str, kw: dict[str, Any], seconds: float, escalated: bool) 
 
 @pytest.mark.parametrize("failure", [TIMEOUT, SERVER_503], ids=["timeout", "5xx"])
 def test_timeouts_and_5xx_never_escalate(failure: Failure) -> None:
-    for kw in (
+    cases: list[dict[str, Any]] = [
         {"daily_exhausted": True, "ladder_hits_24h": 3},
         {"limits_unknown": True, "rate_limit_hits_1h": 9, "ladder_hits_24h": 3},
-    ):
+    ]
+    for kw in cases:
         got = decide(failure, **kw)
         assert got == CooldownDecision(90.0, "heuristic", False)
 
@@ -190,8 +217,18 @@ FLOOR: list[tuple[str, float, dict[str, Any], tuple[float, str]]] = [
     ("shorter hint loses to 90s", 30.0, {}, (90.0, "heuristic")),
     ("equal hint stays heuristic", 90.0, {}, (90.0, "heuristic")),
     ("longer hint wins", 300.0, {}, (300.0, "authoritative")),
-    ("hint shorter than ladder loses", 300.0, {"daily_exhausted": True, "ladder_hits_24h": 2}, (3600.0, "heuristic")),
-    ("hint longer than ladder wins", 7200.0, {"daily_exhausted": True, "ladder_hits_24h": 2}, (7200.0, "authoritative")),
+    (
+        "hint shorter than ladder loses",
+        300.0,
+        {"daily_exhausted": True, "ladder_hits_24h": 2},
+        (3600.0, "heuristic"),
+    ),
+    (
+        "hint longer than ladder wins",
+        7200.0,
+        {"daily_exhausted": True, "ladder_hits_24h": 2},
+        (7200.0, "authoritative"),
+    ),
     (
         "hint beats null-limit cap",
         1800.0,

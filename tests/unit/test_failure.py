@@ -36,7 +36,10 @@ def check(f: Failure, expected: dict[str, Any]) -> None:
 KEY_AUTH_CASES = [
     ("401 status", E("API error 401: Invalid API Key", status=401)),
     ("401 any wording", E("API error 401: something", status=401)),
-    ("gemini 400 key not valid", E("API error 400: API key not valid. Please pass a valid API key.", status=400)),
+    (
+        "gemini 400 key not valid",
+        E("API error 400: API key not valid. Please pass a valid API key.", status=400),
+    ),
     ("gemini 400 key expired", E("API error 400: API key expired. Please renew the API key.", status=400)),
     ("gemini 400 API_KEY_INVALID", E("API error 400: INVALID_ARGUMENT API_KEY_INVALID", status=400)),
     ("no status unauthorized", E("Unauthorized")),
@@ -105,28 +108,61 @@ RETRYABLE_CASES: list[tuple[str, UpstreamError, dict[str, Any]]] = [
     (
         "429",
         E("API error 429: Too Many Requests", status=429),
-        {"error_class": "rate_limited", "rate_limit_signal": True, "cooldown": C.TRANSIENT, "skip_provider": False},
+        {
+            "error_class": "rate_limited",
+            "rate_limit_signal": True,
+            "cooldown": C.TRANSIENT,
+            "skip_provider": False,
+        },
     ),
-    ("429 odd wording", E("slow down", status=429), {"error_class": "rate_limited", "rate_limit_signal": True}),
+    (
+        "429 odd wording",
+        E("slow down", status=429),
+        {"error_class": "rate_limited", "rate_limit_signal": True},
+    ),
     (
         "500",
         E("API error 500: Internal Server Error", status=500),
         {"error_class": "upstream_error", "skip_provider": True, "skip_model": False},
     ),
     ("502", E("bad gateway", status=502), {"error_class": "upstream_error", "skip_provider": True}),
-    ("503", E("API error 503: Service Unavailable", status=503), {"error_class": "upstream_error", "skip_provider": True}),
-    ("504 timeout wording", E("Gateway Timeout", status=504), {"error_class": "timeout", "skip_provider": True}),
-    ("529 anthropic", E("overloaded_error", status=529), {"error_class": "upstream_error", "skip_provider": True}),
-    ("507 plain", E("insufficient storage", status=507), {"error_class": "upstream_error", "skip_provider": True}),
+    (
+        "503",
+        E("API error 503: Service Unavailable", status=503),
+        {"error_class": "upstream_error", "skip_provider": True},
+    ),
+    (
+        "504 timeout wording",
+        E("Gateway Timeout", status=504),
+        {"error_class": "timeout", "skip_provider": True},
+    ),
+    (
+        "529 anthropic",
+        E("overloaded_error", status=529),
+        {"error_class": "upstream_error", "skip_provider": True},
+    ),
+    (
+        "507 plain",
+        E("insufficient storage", status=507),
+        {"error_class": "upstream_error", "skip_provider": True},
+    ),
     # Transport flag and cause chain.
     (
         "transport flag",
         E("connection dropped", transport=True),
         {"error_class": "upstream_error", "skip_provider": True, "rate_limit_signal": False},
     ),
-    ("transport wording", E("Cannot connect to host api.x.com:443"), {"error_class": "upstream_error", "skip_provider": True}),
+    (
+        "transport wording",
+        E("Cannot connect to host api.x.com:443"),
+        {"error_class": "upstream_error", "skip_provider": True},
+    ),
     ("econnreset code", E("read ECONNRESET"), {"error_class": "upstream_error", "skip_provider": True}),
-    ("undici code", E("UND_ERR_SOCKET other side closed"), {"error_class": "upstream_error", "skip_provider": True}),
+    (
+        "undici code",
+        E("UND_ERR_SOCKET other side closed"),
+        {"error_class": "upstream_error", "skip_provider": True},
+    ),
     ("fetch failed", E("fetch failed"), {"error_class": "upstream_error", "skip_provider": True}),
     ("socket hang up", E("socket hang up"), {"error_class": "upstream_error", "skip_provider": True}),
     ("terminated exact", E("terminated"), {"error_class": "upstream_error", "skip_provider": True}),
@@ -143,16 +179,32 @@ RETRYABLE_CASES: list[tuple[str, UpstreamError, dict[str, Any]]] = [
         {"error_class": "rate_limited", "rate_limit_signal": True, "skip_provider": False},
     ),
     ("too many requests", E("Too Many Requests"), {"error_class": "rate_limited", "rate_limit_signal": True}),
-    ("quota", E("You exceeded your current quota"), {"error_class": "rate_limited", "rate_limit_signal": True}),
-    ("resource_exhausted", E("RESOURCE_EXHAUSTED"), {"error_class": "rate_limited", "rate_limit_signal": True}),
-    ("429 digits no status", E("upstream returned 429"), {"error_class": "rate_limited", "rate_limit_signal": True}),
+    (
+        "quota",
+        E("You exceeded your current quota"),
+        {"error_class": "rate_limited", "rate_limit_signal": True},
+    ),
+    (
+        "resource_exhausted",
+        E("RESOURCE_EXHAUSTED"),
+        {"error_class": "rate_limited", "rate_limit_signal": True},
+    ),
+    (
+        "429 digits no status",
+        E("upstream returned 429"),
+        {"error_class": "rate_limited", "rate_limit_signal": True},
+    ),
     (
         "rate limit wording with a 400 is no quota signal",
         E("API error 400: rate limit on this parameter", status=400),
         {"rate_limit_signal": False},
     ),
     # 5xx / unavailable / degraded wording.
-    ("unavailable wording", E("model unavailable"), {"error_class": "upstream_error", "skip_provider": False}),
+    (
+        "unavailable wording",
+        E("model unavailable"),
+        {"error_class": "upstream_error", "skip_provider": False},
+    ),
     ("503 digits no status", E("upstream error 503"), {"error_class": "upstream_error"}),
     ("internal server error wording", E("Internal Server Error"), {"error_class": "upstream_error"}),
     (
@@ -177,15 +229,30 @@ RETRYABLE_CASES: list[tuple[str, UpstreamError, dict[str, Any]]] = [
         E("API error 400: This model's maximum context length is 8192 tokens.", status=400),
         {"error_class": "context_too_large", "skip_model": True, "provider_bad_request": False},
     ),
-    ("anthropic prompt too long", E("prompt is too long: 210000 tokens > 200000 maximum", status=400), {"error_class": "context_too_large"}),
     (
-        "gemini input token count",
-        E("The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).", status=400),
+        "anthropic prompt too long",
+        E("prompt is too long: 210000 tokens > 200000 maximum", status=400),
         {"error_class": "context_too_large"},
     ),
-    ("groq request too large", E("Request too large for model `x` on tokens per minute", status=413), {"error_class": "context_too_large"}),
+    (
+        "gemini input token count",
+        E(
+            "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).",
+            status=400,
+        ),
+        {"error_class": "context_too_large"},
+    ),
+    (
+        "groq request too large",
+        E("Request too large for model `x` on tokens per minute", status=413),
+        {"error_class": "context_too_large"},
+    ),
     ("payload too large", E("Payload Too Large"), {"error_class": "context_too_large"}),
-    ("exceeds context window", E("input exceeds the model's context window", status=400), {"error_class": "context_too_large"}),
+    (
+        "exceeds context window",
+        E("input exceeds the model's context window", status=400),
+        {"error_class": "context_too_large"},
+    ),
     ("zhipu", E("Prompt exceeds max length", status=400), {"error_class": "context_too_large"}),
     (
         "body code context_length_exceeded",
@@ -194,14 +261,38 @@ RETRYABLE_CASES: list[tuple[str, UpstreamError, dict[str, Any]]] = [
     ),
     ("413 digits no status", E("error 413"), {"error_class": "context_too_large"}),
     # 404 / 410 / not found / gone.
-    ("404 status", E("API error 404: nope", status=404), {"error_class": "model_not_found", "skip_model": True}),
-    ("openrouter no endpoints", E("No endpoints found for foo", status=404), {"error_class": "model_not_found"}),
-    ("routeway 400 no model found", E("API error 400: No model found: llama:free", status=400), {"error_class": "model_not_found", "provider_bad_request": False}),
-    ("model id does not exist", E("The model 'o3-mini' does not exist", status=400), {"error_class": "model_not_found"}),
-    ("not supported for chat", E("model is not supported for chat completions", status=400), {"error_class": "model_not_found"}),
+    (
+        "404 status",
+        E("API error 404: nope", status=404),
+        {"error_class": "model_not_found", "skip_model": True},
+    ),
+    (
+        "openrouter no endpoints",
+        E("No endpoints found for foo", status=404),
+        {"error_class": "model_not_found"},
+    ),
+    (
+        "routeway 400 no model found",
+        E("API error 400: No model found: llama:free", status=400),
+        {"error_class": "model_not_found", "provider_bad_request": False},
+    ),
+    (
+        "model id does not exist",
+        E("The model 'o3-mini' does not exist", status=400),
+        {"error_class": "model_not_found"},
+    ),
+    (
+        "not supported for chat",
+        E("model is not supported for chat completions", status=400),
+        {"error_class": "model_not_found"},
+    ),
     ("gone word", E("model gone"), {"error_class": "model_not_found"}),
     ("404 digits no status", E("HTTP 404"), {"error_class": "model_not_found"}),
-    ("body code model_not_found", E("x", status=400, body={"error": {"code": "model_not_found"}}), {"error_class": "model_not_found"}),
+    (
+        "body code model_not_found",
+        E("x", status=400, body={"error": {"code": "model_not_found"}}),
+        {"error_class": "model_not_found"},
+    ),
     # 403 / model access.
     (
         "403 status",
@@ -220,20 +311,45 @@ RETRYABLE_CASES: list[tuple[str, UpstreamError, dict[str, Any]]] = [
     (
         "api error 400",
         E("API error 400: unsupported parameter: logprobs", status=400),
-        {"error_class": "provider_bad_request", "provider_bad_request": True, "skip_model": False, "skip_provider": False},
+        {
+            "error_class": "provider_bad_request",
+            "provider_bad_request": True,
+            "skip_model": False,
+            "skip_provider": False,
+        },
     ),
-    ("api error 400 no status", E("API error 400: bad"), {"error_class": "provider_bad_request", "provider_bad_request": True}),
-    ("api error 422 no status", E("API error 422: bad"), {"error_class": "provider_bad_request", "provider_bad_request": True}),
+    (
+        "api error 400 no status",
+        E("API error 400: bad"),
+        {"error_class": "provider_bad_request", "provider_bad_request": True},
+    ),
+    (
+        "api error 422 no status",
+        E("API error 422: bad"),
+        {"error_class": "provider_bad_request", "provider_bad_request": True},
+    ),
     # 402 / credits.
     (
         "402 status",
         E("API error 402: Payment required", status=402),
         {"error_class": "out_of_credits", "cooldown": C.CREDIT, "skip_model": False},
     ),
-    ("insufficient credits", E("Insufficient credits"), {"error_class": "out_of_credits", "cooldown": C.CREDIT}),
+    (
+        "insufficient credits",
+        E("Insufficient credits"),
+        {"error_class": "out_of_credits", "cooldown": C.CREDIT},
+    ),
     ("insufficient balance", E("Insufficient Balance", status=402), {"error_class": "out_of_credits"}),
-    ("openai insufficient_quota 429", E("insufficient_quota", status=429), {"error_class": "out_of_credits", "rate_limit_signal": True}),
-    ("anthropic credit balance 400", E("Your credit balance is too low to access the API", status=400), {"error_class": "out_of_credits"}),
+    (
+        "openai insufficient_quota 429",
+        E("insufficient_quota", status=429),
+        {"error_class": "out_of_credits", "rate_limit_signal": True},
+    ),
+    (
+        "anthropic credit balance 400",
+        E("Your credit balance is too low to access the API", status=400),
+        {"error_class": "out_of_credits"},
+    ),
     ("stated 402 no status", E("API error 402: x"), {"error_class": "out_of_credits"}),
     # Daily quota.
     (
@@ -241,14 +357,56 @@ RETRYABLE_CASES: list[tuple[str, UpstreamError, dict[str, Any]]] = [
         E("API error 429: you have used up your daily free allocation of 10,000 neurons", status=429),
         {"error_class": "daily_quota_exhausted", "cooldown": C.DAILY, "rate_limit_signal": True},
     ),
-    ("openrouter per-day", E("Rate limit exceeded: free-models-per-day", status=429), {"error_class": "daily_quota_exhausted"}),
-    ("groq rpd", E("Rate limit reached on requests per day (RPD): Limit 1000", status=429), {"error_class": "daily_quota_exhausted"}),
+    (
+        "openrouter per-day",
+        E("Rate limit exceeded: free-models-per-day", status=429),
+        {"error_class": "daily_quota_exhausted"},
+    ),
+    (
+        "groq rpd",
+        E("Rate limit reached on requests per day (RPD): Limit 1000", status=429),
+        {"error_class": "daily_quota_exhausted"},
+    ),
     ("today quota", E("quota for today is exhausted"), {"error_class": "daily_quota_exhausted"}),
+    (
+        "groq upsell 'today' is not a daily quota",
+        E(
+            "API error 429: Rate limit reached for model `llama-3.3-70b-versatile` on tokens per minute (TPM): "
+            "Limit 6000, Used 5000, Requested 1500. Please try again in 4.5s. Need more tokens? Upgrade to Dev "
+            "Tier today at https://console.groq.com/settings/billing",
+            status=429,
+        ),
+        {"error_class": "rate_limited", "cooldown": C.TRANSIENT, "retry_after_s": 4.5},
+    ),
+    (
+        "gemini per-day metric",
+        E(
+            "Quota exceeded for metric: generativelanguage.googleapis.com/generate_content_free_tier_requests, "
+            "quotaId: GenerateRequestsPerDayPerProjectPerModel-FreeTier",
+            status=429,
+        ),
+        {"error_class": "daily_quota_exhausted", "cooldown": C.DAILY},
+    ),
+    (
+        "gemini per-minute metric is not daily",
+        E("Quota exceeded, quotaId: GenerateRequestsPerMinutePerProjectPerModel-FreeTier", status=429),
+        {"error_class": "rate_limited", "cooldown": C.TRANSIENT},
+    ),
+    (
+        "too large per day is too large, not daily",
+        E("Request too large for model `x` on tokens per day (TPD): Limit 100000", status=413),
+        {"error_class": "context_too_large", "cooldown": C.NONE},
+    ),
     # Synthetic dead-turn markers.
     (
         "empty completion",
         E("empty completion"),
-        {"error_class": "empty_completion", "skip_bench": False, "skip_model": False, "cooldown": C.TRANSIENT},
+        {
+            "error_class": "empty_completion",
+            "skip_bench": False,
+            "skip_model": False,
+            "cooldown": C.TRANSIENT,
+        },
     ),
     (
         "empty completion length",
@@ -260,16 +418,41 @@ RETRYABLE_CASES: list[tuple[str, UpstreamError, dict[str, Any]]] = [
         E("model ignored response_format"),
         {"error_class": "format_ignored", "skip_bench": True, "skip_model": True, "skip_provider": False},
     ),
-    ("truncated json", E("truncated json at max_tokens"), {"error_class": "format_ignored", "skip_bench": True, "skip_model": True}),
-    ("in-band provider error", E("in-band provider error: boom"), {"error_class": "error", "skip_provider": False}),
-    ("stream ended unexpectedly", E("stream ended unexpectedly (no [DONE], no finish_reason)"), {"error_class": "error"}),
-    ("stream stalled", E("stream stalled: no data for 90s"), {"error_class": "timeout", "skip_provider": True}),
+    (
+        "truncated json",
+        E("truncated json at max_tokens"),
+        {"error_class": "format_ignored", "skip_bench": True, "skip_model": True},
+    ),
+    (
+        "in-band provider error",
+        E("in-band provider error: boom"),
+        {"error_class": "error", "skip_provider": False},
+    ),
+    (
+        "stream ended unexpectedly",
+        E("stream ended unexpectedly (no [DONE], no finish_reason)"),
+        {"error_class": "error"},
+    ),
+    (
+        "stream stalled",
+        E("stream stalled: no data for 90s"),
+        {"error_class": "timeout", "skip_provider": True},
+    ),
     ("no first byte", E("no first byte after 60s"), {"error_class": "timeout", "skip_provider": True}),
-    ("unparseable dialect", E("unparseable inline tool-call dialect"), {"error_class": "error", "skip_model": False}),
+    (
+        "unparseable dialect",
+        E("unparseable inline tool-call dialect"),
+        {"error_class": "error", "skip_model": False},
+    ),
     (
         "invalid tool arguments",
         E("invalid tool arguments from groq (set_timeout: missing city)"),
-        {"error_class": "invalid_tool_arguments", "skip_bench": True, "skip_model": True, "skip_provider": False},
+        {
+            "error_class": "invalid_tool_arguments",
+            "skip_bench": True,
+            "skip_model": True,
+            "skip_provider": False,
+        },
     ),
     # Structured markers from the thrower.
     (
@@ -277,7 +460,11 @@ RETRYABLE_CASES: list[tuple[str, UpstreamError, dict[str, Any]]] = [
         E("whatever the model did", skip_model=True),
         {"skip_model": True, "skip_provider": False},
     ),
-    ("skip_model beats timeout text", E("tool set_timeout failed", skip_model=True), {"skip_provider": False}),
+    (
+        "skip_model beats timeout text",
+        E("tool set_timeout failed", skip_model=True),
+        {"skip_provider": False},
+    ),
     ("skip_bench flag", E("odd dead turn", skip_bench=True), {"skip_bench": True}),
 ]
 
@@ -351,7 +538,9 @@ PRECEDENCE_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("err", "cls"), PRECEDENCE_CASES, ids=[c[1] + ":" + c[0].message for c in PRECEDENCE_CASES])
+@pytest.mark.parametrize(
+    ("err", "cls"), PRECEDENCE_CASES, ids=[c[1] + ":" + c[0].message for c in PRECEDENCE_CASES]
+)
 def test_trail_class_precedence(err: UpstreamError, cls: str) -> None:
     assert classify(err).error_class == cls
 
@@ -390,7 +579,9 @@ SKIP_PROVIDER_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("err", "skip"), SKIP_PROVIDER_CASES, ids=[f"{c[0].status}:{c[0].message}" for c in SKIP_PROVIDER_CASES])
+@pytest.mark.parametrize(
+    ("err", "skip"), SKIP_PROVIDER_CASES, ids=[f"{c[0].status}:{c[0].message}" for c in SKIP_PROVIDER_CASES]
+)
 def test_skip_provider(err: UpstreamError, skip: bool) -> None:
     assert classify(err).skip_provider is skip
 
@@ -457,7 +648,11 @@ def test_unrelated_cause_stays_fatal() -> None:
 
 RETRY_HINT_CASES: list[tuple[str, UpstreamError, float | None]] = [
     ("explicit", E("x", status=429, retry_after_s=12.0), 12.0),
-    ("explicit wins over body", E("try again in 5s", status=429, retry_after_s=12.0, body={"retry_after": 3}), 12.0),
+    (
+        "explicit wins over body",
+        E("try again in 5s", status=429, retry_after_s=12.0, body={"retry_after": 3}),
+        12.0,
+    ),
     ("explicit capped", E("x", status=429, retry_after_s=10e6), 86400.0),
     ("explicit non-positive ignored", E("x", status=429, retry_after_s=0.0), None),
     (
@@ -465,7 +660,11 @@ RETRY_HINT_CASES: list[tuple[str, UpstreamError, float | None]] = [
         E("x", status=429, body={"error": {"details": [{"@type": "RetryInfo", "retryDelay": "17s"}]}}),
         17.0,
     ),
-    ("gemini fractional retryDelay", E("x", status=429, body={"error": {"details": [{"retryDelay": "0.5s"}]}}), 0.5),
+    (
+        "gemini fractional retryDelay",
+        E("x", status=429, body={"error": {"details": [{"retryDelay": "0.5s"}]}}),
+        0.5,
+    ),
     ("retry_after number", E("x", status=429, body={"error": {"retry_after": 30}}), 30.0),
     ("retry_after string", E("x", status=429, body={"retry_after": "17s"}), 17.0),
     ("body as json text", E("x", status=429, body='{"error":{"details":[{"retryDelay":"42s"}]}}'), 42.0),

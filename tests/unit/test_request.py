@@ -266,6 +266,9 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
     ("repetition_penalty zero", body(repetition_penalty=0), "repetition_penalty"),
     ("logit_bias list", body(logit_bias=[1]), "logit_bias"),
     ("logit_bias value string", body(logit_bias={"42": "x"}), "logit_bias.42"),
+    ("logit_bias value bool", body(logit_bias={"42": True}), "logit_bias.42"),
+    ("logit_bias value nan", body(logit_bias={"42": float("nan")}), "logit_bias.42"),
+    ("logit_bias value huge", body(logit_bias={"42": 10**400}), "logit_bias.42"),
     ("logprobs string", body(logprobs="yes"), "logprobs"),
     ("top_logprobs high", body(top_logprobs=21), "top_logprobs"),
     ("top_logprobs negative", body(top_logprobs=-1), "top_logprobs"),
@@ -629,6 +632,14 @@ def test_normalised_messages_are_typed() -> None:
     assert isinstance(tool, ToolMessage) and tool.tool_call_id == "call_auto_0" and tool.name == "f"
 
 
+def test_numbers_keep_their_json_type() -> None:
+    got = parse_chat_request(body(logit_bias={"1": -100, "2": 0.5}, seed=7, max_tokens=64.0)).upstream_body(
+        "m", stream=False
+    )
+    assert orjson.dumps(got["logit_bias"]) == b'{"1":-100,"2":0.5}'
+    assert orjson.dumps([got["seed"], got["max_tokens"]]) == b"[7,64]"
+
+
 def test_stream_options_only_when_sent_and_streaming() -> None:
     req = parse_chat_request(body(stream=True, stream_options={"include_usage": True}))
     assert req.stream is True
@@ -638,6 +649,22 @@ def test_stream_options_only_when_sent_and_streaming() -> None:
     assert "stream_options" not in plain.upstream_body("m", stream=True)
     assert plain.upstream_body("m", stream=True)["stream"] is True
     assert parse_chat_request(body(stream=None)).stream is False
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        ({}, True),
+        ({"stream": False, "stream_options": {"include_usage": False}}, True),
+        ({"stream": True}, False),
+        ({"stream": True, "stream_options": {}}, False),
+        ({"stream": True, "stream_options": {"include_usage": False}}, False),
+        ({"stream": True, "stream_options": {"include_usage": "yes"}}, False),
+        ({"stream": True, "stream_options": {"include_usage": True}}, True),
+    ],
+)
+def test_include_usage(fields: dict[str, Any], expected: bool) -> None:
+    assert parse_chat_request(body(**fields)).include_usage is expected
 
 
 def test_unknown_top_level_fields_are_kept_on_the_model() -> None:
@@ -813,9 +840,15 @@ def test_garbage_raises_only_client_error(b: object) -> None:
     reject(b)
 
 
-def test_deep_unknown_fields_are_accepted() -> None:
-    req = parse_chat_request(body(metadata=_deep(5000)))
-    assert "metadata" in req.upstream_body("m", stream=False)
+def test_nesting_is_bounded_by_what_the_upstream_encoder_can_write() -> None:
+    req = parse_chat_request(body(metadata=_deep(200)))
+    orjson.dumps(req.upstream_body("m", stream=False))
+    raw = '{"messages":[{"role":"user","content":"x"}],"metadata":' + "[" * 500 + "]" * 500 + "}"
+    too_deep = orjson.loads(raw)  # the decoder accepts it…
+    for b in (too_deep, {"messages": [{"role": "user", "content": [{"type": "x", "k": _deep(300)}]}]}):
+        err = reject(b)  # …but it could never be sent upstream
+        assert err.message == "Invalid request: body: Input is nested too deeply or is not valid JSON"
+        assert err.param is None
 
 
 JSON_SCALARS = (
