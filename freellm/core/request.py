@@ -42,7 +42,7 @@ from freellm.core.messages import (
 )
 from freellm.errors import ClientError
 
-__all__ = ["ChatRequest", "ReasoningEffort", "parse_chat_request"]
+__all__ = ["ChatRequest", "ReasoningEffort", "ResponseFormat", "parse_chat_request"]
 
 ReasoningEffort = Literal["none", "minimal", "low", "medium", "high"]
 _EFFORTS: dict[str, ReasoningEffort] = {

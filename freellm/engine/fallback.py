@@ -18,7 +18,6 @@ from freellm.engine.context import Attempt, RequestContext, TurnOutcome
 from freellm.engine.driver import HedgeExpired
 from freellm.engine.exhaustion import exhausted_after_attempts, exhausted_without_attempts
 from freellm.engine.failure import Failure, FailureKind, classify
-from freellm.engine.redact import redact
 from freellm.errors import Exhausted, TrailEntry, UpstreamError
 from freellm.routing.cooldowns import bench_decision, decide_cooldown
 from freellm.routing.router import Needs, Plan, Router, SkipSets
@@ -104,17 +103,19 @@ class FallbackLoop:
             breaker_tripped=state.breaker_tripped,
             retry_at_ms=await self._soonest_retry_ms(),
             budget_ran_out=state.budget_ran_out,
+            budget_s=budget or None,
+            now_ms=int(time.time() * 1000),
         )
 
     async def _on_failure(
         self, ctx: RequestContext, state: _LoopState, attempt: Attempt, err: UpstreamError, started: float
     ) -> bool:
         """Book one failed attempt. Returns True when the loop must stop."""
-        failure = classify(err)
+        failure = classify(err, secrets=(attempt.key,))
         route = attempt.route
         now = time.time()
         scope = key_scope(route.provider, route.model, attempt.key_id)
-        message = redact(failure.message, (attempt.key,))
+        message = failure.message
         state.trail.append(self._entry(ctx, attempt, failure.error_class, message, started))
         state.failures.append(failure)
         state.skip.keys.add(scope)
@@ -122,7 +123,7 @@ class FallbackLoop:
             raise Exhausted(
                 status=502,
                 type="provider_error",
-                code="upstream_failed",
+                code="provider_error",
                 message=f"Provider error ({route.provider}): {message}",
                 trail=list(state.trail),
             )
@@ -155,11 +156,10 @@ class FallbackLoop:
             (limits.rpd is not None and usage.requests_day >= limits.rpd)
             or (limits.tpd is not None and usage.tokens_day >= limits.tpd)
         )
+        ladder_hits = await self._store.count_events("ladder", scope, now, _DAY)
         if failure.rate_limit_signal:
-            ladder_hits = await self._store.add_event("ladder", scope, now, _DAY)
             rl_hits = await self._store.add_event("rate_limit", scope, now, _HOUR)
         else:
-            ladder_hits = await self._store.count_events("ladder", scope, now, _DAY)
             rl_hits = await self._store.count_events("rate_limit", scope, now, _HOUR)
         decision = decide_cooldown(
             failure,
@@ -171,11 +171,14 @@ class FallbackLoop:
             ladder_hits_24h=ladder_hits,
             rate_limit_hits_1h=rl_hits,
         )
-        if decision is not None:
-            await self._store.set_cooldown(
-                scope, CooldownRecord(until=now + decision.seconds, source=decision.source, reason=failure.error_class)
-            )
-        if failure.kind is FailureKind.KEY_AUTH:
+        if decision is None:
+            return
+        await self._store.set_cooldown(
+            scope, CooldownRecord(until=now + decision.seconds, source=decision.source, reason=failure.error_class)
+        )
+        if decision.escalated:
+            await self._store.add_event("ladder", scope, now, _DAY)
+        if failure.kind is not FailureKind.RETRYABLE:
             return
         mscope = model_scope(route.provider, route.model)
         recent = await self._store.add_event("bench", mscope, now, cfg.model_bench_window_s)
@@ -188,7 +191,7 @@ class FallbackLoop:
         scope = key_scope(route.provider, route.model, attempt.key_id)
         now = time.time()
         if outcome.committed_error is not None:
-            failure = classify(outcome.committed_error)
+            failure = classify(outcome.committed_error, secrets=(attempt.key,))
             if not failure.skip_bench:
                 await self._cool_down(attempt, failure, scope, now)
             return

@@ -16,7 +16,7 @@ import orjson
 
 from freellm.config import ProviderConfig
 from freellm.core.chunks import Chunk
-from freellm.engine.failure import parse_retry_after
+from freellm.engine.failure import http_error_message, parse_retry_after
 from freellm.errors import UpstreamError
 from freellm.providers.base import Timeouts
 from freellm.wire.sse import SSEDecoder, SSELineTooLong
@@ -230,7 +230,7 @@ async def _status_error(resp: aiohttp.ClientResponse) -> UpstreamError:
         retry_after = parse_retry_after(header, time.time())
     message = error_message_of(body) or resp.reason or ""
     return UpstreamError(
-        f"API error {resp.status}: {message}", status=resp.status, retry_after_s=retry_after, body=body
+        http_error_message(resp.status, message), status=resp.status, retry_after_s=retry_after, body=body
     )
 
 

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import sys
+from collections.abc import Callable
 
 from freellm.sim.server import run_sim_forever
 from freellm.sim.settings import SimConfigError, build_sim_settings
@@ -26,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"freellm sim on http://{args.host}:{args.port}/<provider>/v1 (Ctrl-C to stop)", flush=True)
+    loop_factory: Callable[[], asyncio.AbstractEventLoop]
     try:
         import uvloop
 
