@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
 import os
 import secrets
@@ -98,20 +99,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_sim(args: argparse.Namespace) -> int:
-    from freellm.sim import SimSettings, load_sim_settings, run_sim_forever
+    from freellm.sim import run_sim_forever
+    from freellm.sim.settings import build_sim_settings
 
-    settings = load_sim_settings(args.scenario_file) if args.scenario_file else SimSettings()
-    if args.chunks is not None:
-        settings.default.chunks = args.chunks
-    if args.chunk_delay_ms is not None:
-        settings.default.chunk_delay_ms = args.chunk_delay_ms
+    settings = build_sim_settings(args.scenario_file, args.chunks, args.chunk_delay_ms)
     print(f"freellm simulator on http://{args.host}:{args.port}/<provider>/v1", flush=True)
     loop = _event_loop()
     asyncio.set_event_loop(loop)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         loop.run_until_complete(run_sim_forever(args.host, args.port, settings))
-    except KeyboardInterrupt:
-        pass
     return 0
 
 
@@ -172,6 +168,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except ConfigError as exc:
+        print(f"freellm: {exc}", file=sys.stderr)
+        return 2
+    except ValueError as exc:  # scenario files and other user input that does not validate
         print(f"freellm: {exc}", file=sys.stderr)
         return 2
 

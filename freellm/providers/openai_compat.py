@@ -71,7 +71,7 @@ class OpenAICompatProvider:
 class OpenAIStream:
     """Async iterator over the canonical chunks of one streamed upstream answer."""
 
-    __slots__ = ("_decoder", "_deadline", "_pending", "_resp", "saw_done")
+    __slots__ = ("_deadline", "_decoder", "_pending", "_resp", "saw_done")
 
     def __init__(self, resp: aiohttp.ClientResponse, first_byte_deadline: float) -> None:
         self._resp = resp

@@ -161,7 +161,7 @@ async def list_models(request: web.Request) -> web.Response:
     catalog = gw.catalog
     data: list[dict[str, Any]] = []
     max_ctx = 0
-    for model_id, routes in catalog.groups.items():
+    for routes in catalog.groups.values():
         providers = [r for r in routes if r.enabled]
         keyed = [r for r in providers if catalog.keys.get(r.provider)]
         contexts = [r.context_window for r in routes if r.context_window]
