@@ -12,7 +12,7 @@ from aiohttp import web
 
 from freellm.errors import ClientError, Exhausted
 from freellm.server.auth import extract_api_key, key_matches
-from freellm.server.errors import error_response
+from freellm.server.errors import error_response, error_style_for
 from freellm.server.state import GATEWAY
 
 __all__ = ["IPRateLimiter", "edge_middleware"]
@@ -76,20 +76,25 @@ async def edge_middleware(request: web.Request, handler: Handler) -> web.StreamR
                 raise ClientError(401, "Invalid API key", type="authentication_error", code="invalid_api_key")
         response = await handler(request)
     except (ClientError, Exhausted) as exc:
-        response = error_response(exc, extra)
+        response = error_response(exc, extra, error_style_for(request.app, path))
     except web.HTTPRequestEntityTooLarge:
         response = error_response(
-            ClientError(413, "Request body too large.", code="request_too_large"), extra
+            ClientError(413, "Request body too large.", code="request_too_large"),
+            extra,
+            error_style_for(request.app, path),
         )
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        response = error_response(ClientError(exc.status, exc.reason, code=None), extra)
+        response = error_response(
+            ClientError(exc.status, exc.reason, code=None), extra, error_style_for(request.app, path)
+        )
     except Exception:
         log.exception("unhandled error on %s %s (request %s)", request.method, path, request_id)
         response = error_response(
             ClientError(500, "Internal gateway error; see the gateway log for this request id.", type="server_error"),
             extra,
+            error_style_for(request.app, path),
         )
     if not response.prepared:
         for name, value in extra.items():

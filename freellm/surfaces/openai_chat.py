@@ -11,9 +11,11 @@ from typing import Any
 
 import orjson
 
+from freellm.core.accumulate import completion_body
 from freellm.core.chunks import Chunk
+from freellm.engine.context import TurnOutcome
 
-__all__ = ["ChatRenderer"]
+__all__ = ["ChatRenderer", "chat_completion_body"]
 
 _DONE = b"data: [DONE]\n\n"
 
@@ -35,3 +37,16 @@ class ChatRenderer:
 
     def done(self) -> bytes:
         return _DONE
+
+
+def chat_completion_body(outcome: TurnOutcome) -> dict[str, Any]:
+    """The non-stream ``chat.completion`` for a finished turn (usage estimated when upstream sent none)."""
+    return completion_body(
+        outcome.result,
+        outcome.attempt.route.model,
+        usage_fallback={
+            "prompt_tokens": outcome.tokens_in,
+            "completion_tokens": outcome.tokens_out,
+            "total_tokens": outcome.tokens_in + outcome.tokens_out,
+        },
+    )

@@ -1,0 +1,132 @@
+"""Serve one canonical turn over HTTP — the part every surface's handler shares.
+
+A surface parses its wire into a :class:`ChatRequest`, then calls :func:`respond_turn` with a stream
+renderer (its frames) and a completion renderer (its non-stream body). This function picks the sink,
+runs the engine, sets the routing headers, writes the request-log row, and on shutdown ends a committed
+stream with an in-band error instead of a silent cut.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from freellm.core.request import ChatRequest
+from freellm.engine.context import RequestContext, TurnOutcome
+from freellm.errors import ClientError, Exhausted
+from freellm.server.headers import routing_headers
+from freellm.server.sinks import CollectSink, StreamRenderer, StreamSink
+from freellm.server.state import GATEWAY, Gateway
+from freellm.store.base import RequestLogRow
+
+__all__ = ["new_context", "respond_turn"]
+
+log = logging.getLogger("freellm.server")
+
+CompletionRenderer = Callable[[TurnOutcome], dict[str, Any]]
+OnComplete = Callable[[TurnOutcome], Awaitable[None]]
+
+
+def new_context(request: web.Request, surface: str) -> RequestContext:
+    return RequestContext(
+        request_id=request["request_id"],
+        surface=surface,
+        started=asyncio.get_running_loop().time(),
+        started_wall=time.time(),
+    )
+
+
+async def respond_turn(
+    request: web.Request,
+    req: ChatRequest,
+    *,
+    surface: str,
+    renderer: StreamRenderer,
+    render_completion: CompletionRenderer,
+    headers: dict[str, str] | None = None,
+    on_complete: OnComplete | None = None,
+) -> web.StreamResponse:
+    gw = request.app[GATEWAY]
+    ctx = new_context(request, surface)
+    settings = gw.settings
+    base_headers: dict[str, str] = {**request["base_headers"], **(headers or {})}
+    detail = settings.fallback.expose_detail_header
+    header_max = settings.server.header_value_max
+    outcome: TurnOutcome | None = None
+    status = 200
+    error: BaseException | None = None
+    try:
+        if req.stream:
+            sink = StreamSink(request, renderer, base_headers, detail_header=detail, header_max=header_max)
+            try:
+                outcome = await gw.engine.run_turn(ctx, req, sink)
+            except asyncio.CancelledError:
+                if sink.response is not None and gw.shutting_down:
+                    with contextlib.suppress(Exception):
+                        await sink.response.write(renderer.stream_error("freellm", "gateway shutting down"))
+                raise
+            if on_complete is not None and outcome.committed_error is None:
+                await on_complete(outcome)
+            assert sink.response is not None
+            return sink.response
+        outcome = await gw.engine.run_turn(ctx, req, CollectSink())
+        body = render_completion(outcome)
+        if on_complete is not None:
+            await on_complete(outcome)
+        reply_headers = {
+            **base_headers,
+            **routing_headers(outcome.attempt.route.label, outcome.trail, detail=detail, max_len=header_max),
+        }
+        return web.Response(body=orjson.dumps(body), content_type="application/json", headers=reply_headers)
+    except (ClientError, Exhausted) as exc:
+        status, error = exc.status, exc
+        raise
+    except asyncio.CancelledError as exc:
+        status, error = 499, exc
+        raise
+    finally:
+        await _log(gw, ctx, req, status, outcome, error)
+
+
+async def _log(
+    gw: Gateway,
+    ctx: RequestContext,
+    req: ChatRequest,
+    status: int,
+    outcome: TurnOutcome | None,
+    error: BaseException | None,
+) -> None:
+    trail = outcome.trail if outcome is not None else getattr(error, "trail", [])
+    if isinstance(error, asyncio.CancelledError):
+        result = "canceled"
+    elif error is not None or (outcome is not None and outcome.committed_error is not None):
+        result = "error"
+    else:
+        result = "success"
+    row = RequestLogRow(
+        request_id=ctx.request_id,
+        ts=ctx.started_wall,
+        surface=ctx.surface,
+        requested_model=req.requested_model,
+        route=outcome.attempt.route.label if outcome is not None else None,
+        status=status,
+        stream=req.stream,
+        attempts=len(trail) + (1 if outcome is not None else 0),
+        latency_ms=int((asyncio.get_running_loop().time() - ctx.started) * 1000),
+        ttfb_ms=outcome.ttfb_ms if outcome is not None else None,
+        tokens_in=outcome.tokens_in if outcome is not None else 0,
+        tokens_out=outcome.tokens_out if outcome is not None else 0,
+        error_class=trail[-1].error_class if trail and result != "success" else None,
+        outcome=result,
+    )
+    try:
+        await gw.store.log_request(row)
+    except Exception:  # the log must never break a reply
+        log.exception("could not write the request log row for %s", ctx.request_id)
