@@ -41,7 +41,9 @@ async def run_demo(port: int = 3001, once: bool = False) -> int:
     )
     sim = await start_sim(port=0, settings=sim_settings)
     with tempfile.TemporaryDirectory(prefix="freellm-demo-") as tmp:
-        runner = web.AppRunner(create_app(demo_settings(sim.base_url, Path(tmp))), handler_cancellation=True)
+        runner = web.AppRunner(
+            create_app(demo_settings(sim.base_url, Path(tmp))), handler_cancellation=True, access_log=None
+        )
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", port)
         await site.start()
