@@ -147,6 +147,34 @@ class RoutingConfig(_Model):
     image_token_estimate: int = 1000
 
 
+class AnthropicSurfaceConfig(_Model):
+    """``/v1/messages``: Claude model names never 404; they map to a route, a group or ``auto``."""
+
+    model_map: dict[str, str] = Field(
+        default_factory=lambda: {"opus": "auto", "sonnet": "auto", "haiku": "auto", "default": "auto"}
+    )
+    """Family (substring of the requested name, e.g. ``opus``) → model to route to; ``default`` for the rest."""
+
+
+class ResponsesSurfaceConfig(_Model):
+    """``/v1/responses``: stored responses for ``previous_response_id`` chaining."""
+
+    store_ttl_days: float = 30.0
+    max_chain_depth: int = 256
+
+
+class CompletionsSurfaceConfig(_Model):
+    """Legacy ``/v1/completions``."""
+
+    default_max_tokens: int = 128
+
+
+class SurfacesConfig(_Model):
+    anthropic: AnthropicSurfaceConfig = Field(default_factory=AnthropicSurfaceConfig)
+    responses: ResponsesSurfaceConfig = Field(default_factory=ResponsesSurfaceConfig)
+    completions: CompletionsSurfaceConfig = Field(default_factory=CompletionsSurfaceConfig)
+
+
 class Settings(_Model):
     server: ServerConfig = Field(default_factory=ServerConfig)
     auth: AuthConfig = Field(default_factory=AuthConfig)
@@ -156,6 +184,7 @@ class Settings(_Model):
     fallback: FallbackConfig = Field(default_factory=FallbackConfig)
     stream: StreamConfig = Field(default_factory=StreamConfig)
     routing: RoutingConfig = Field(default_factory=RoutingConfig)
+    surfaces: SurfacesConfig = Field(default_factory=SurfacesConfig)
 
     @field_validator("providers")
     @classmethod
