@@ -1,0 +1,141 @@
+"""Helpers for the over-the-wire integration tests: request bodies, clients, raw SSE reading, and
+simulator look-ups.
+
+The official ``openai`` SDK is the client of record; :func:`stream_raw` reads the same stream frame by
+frame with plain HTTP (``httpx2``, the HTTP client the SDK itself ships on) where the SDK would hide
+what we want to see: comments, error frames, the exact order of finish and usage chunks.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2 as httpx
+from openai import OpenAI
+
+from freellm.sim.control import SimControl
+from tests.harness import CLIENT_KEY, GatewayServer
+
+__all__ = [
+    "AUTH",
+    "RawStream",
+    "body",
+    "directive",
+    "sdk",
+    "stream_raw",
+    "upstream",
+]
+
+AUTH = {"Authorization": f"Bearer {CLIENT_KEY}"}
+
+
+def sdk(gw: GatewayServer, timeout: float = 15.0) -> OpenAI:
+    """The official sync client pointed at ``gw``, with the SDK's own retries off."""
+    return OpenAI(base_url=gw.v1, api_key=CLIENT_KEY, max_retries=0, timeout=timeout)
+
+
+def directive(scenarios: dict[str, dict[str, Any]]) -> str:
+    """An inline simulator directive ``[[sim:{...}]]`` for the last user message."""
+    return f"[[sim:{json.dumps(scenarios, separators=(',', ':'))}]]"
+
+
+def body(text: str = "Say hello.", *, model: str = "auto", stream: bool = True, **extra: Any) -> dict[str, Any]:
+    """A chat completion request with one user message."""
+    return {"model": model, "stream": stream, "messages": [{"role": "user", "content": text}], **extra}
+
+
+@dataclass
+class RawStream:
+    """One chat response read line by line off the wire."""
+
+    status: int
+    headers: httpx.Headers
+    data: list[str] = field(default_factory=list)
+    """Every ``data:`` payload in order, ``[DONE]`` included."""
+    other_lines: list[str] = field(default_factory=list)
+    """Non-blank lines that are not ``data:`` (comments, garbage): a clean gateway sends none."""
+    elapsed_to_headers: float = 0.0
+    json_body: Any = None
+    """The decoded body of a non-200 (error) answer."""
+
+    @property
+    def frames(self) -> list[dict[str, Any]]:
+        """The JSON frames (everything but ``[DONE]``), decoded."""
+        return [json.loads(d) for d in self.data if d != "[DONE]"]
+
+    @property
+    def chunks(self) -> list[dict[str, Any]]:
+        """``chat.completion.chunk`` frames (no error frames)."""
+        return [f for f in self.frames if "error" not in f]
+
+    @property
+    def errors(self) -> list[dict[str, Any]]:
+        return [f["error"] for f in self.frames if "error" in f]
+
+    @property
+    def text(self) -> str:
+        return "".join(
+            c["choices"][0]["delta"].get("content") or "" for c in self.chunks if c.get("choices")
+        )
+
+    @property
+    def reasoning(self) -> str:
+        out = []
+        for c in self.chunks:
+            if c.get("choices"):
+                delta = c["choices"][0]["delta"]
+                out.append(delta.get("reasoning_content") or delta.get("reasoning") or "")
+        return "".join(out)
+
+    @property
+    def finish_positions(self) -> list[int]:
+        """Indexes (in :attr:`chunks`) of chunks that carry a finish reason."""
+        return [
+            i
+            for i, c in enumerate(self.chunks)
+            if c.get("choices") and c["choices"][0].get("finish_reason") is not None
+        ]
+
+    @property
+    def usage_positions(self) -> list[int]:
+        """Indexes (in :attr:`chunks`) of chunks that carry usage."""
+        return [i for i, c in enumerate(self.chunks) if c.get("usage")]
+
+    @property
+    def done_count(self) -> int:
+        return self.data.count("[DONE]")
+
+
+def stream_raw(
+    gw: GatewayServer,
+    payload: dict[str, Any],
+    *,
+    timeout: float = 15.0,
+    headers: dict[str, str] | None = None,
+) -> RawStream:
+    """POST ``payload`` to the gateway and read the whole answer frame by frame."""
+    with httpx.Client(timeout=timeout) as client:
+        started = time.monotonic()
+        with client.stream(
+            "POST", f"{gw.v1}/chat/completions", json=payload, headers={**AUTH, **(headers or {})}
+        ) as resp:
+            out = RawStream(status=resp.status_code, headers=resp.headers)
+            out.elapsed_to_headers = time.monotonic() - started
+            if resp.status_code != 200:
+                resp.read()
+                out.json_body = resp.json()
+                return out
+            for line in resp.iter_lines():
+                if line.startswith("data: "):
+                    out.data.append(line[len("data: ") :])
+                elif line.strip():
+                    out.other_lines.append(line)
+    return out
+
+
+def upstream(sim_control: SimControl, provider: str) -> list[dict[str, Any]]:
+    """What the simulator received for ``provider``, oldest first."""
+    return sim_control.requests(provider=provider)
