@@ -78,24 +78,35 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if settings.storage.path is None:
         settings.storage.path = default_data_dir()
     keys, shown = resolve_client_keys(settings, settings.storage.path, os.environ)
-    app = create_app(settings, client_keys=keys)
     host, port = settings.server.host, settings.server.port
     routes = sum(len(p.models) for p in settings.providers if p.keys)
     print(f"freellm {__version__} on http://{host}:{port}  (data: {settings.storage.path})", flush=True)
     print(f"providers with keys: {sum(1 for p in settings.providers if p.keys)}, routes: {routes}", flush=True)
     if shown:
         print(f"client API key: {shown}", flush=True)
-    web.run_app(
-        app,
-        host=host,
-        port=port,
-        handler_cancellation=True,
-        shutdown_timeout=settings.server.shutdown_grace_s,
-        print=None,
-        access_log=None,
-        loop=_event_loop(),
-    )
-    return 0
+    workers = args.workers if args.workers is not None else settings.server.workers
+    grace = settings.server.shutdown_grace_s
+
+    def run(_index: int = 0) -> None:
+        web.run_app(
+            create_app(settings, client_keys=keys),
+            host=host,
+            port=port,
+            handler_cancellation=True,
+            shutdown_timeout=grace,
+            print=None,
+            access_log=None,
+            reuse_port=workers > 1,
+            loop=_event_loop(),
+        )
+
+    if workers <= 1:
+        run()
+        return 0
+    from freellm.server.workers import serve_workers
+
+    print(f"workers: {workers}", flush=True)
+    return serve_workers(workers, run, grace_s=grace)
 
 
 def cmd_sim(args: argparse.Namespace) -> int:
@@ -139,6 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--config", help="YAML config file (default: built-in catalog, keys from env)")
     serve.add_argument("--host")
     serve.add_argument("--port", type=int)
+    serve.add_argument("--workers", type=int, help="worker processes sharing the port (default: server.workers, 1)")
     serve.set_defaults(func=cmd_serve)
 
     sim = sub.add_parser("sim", help="run the upstream simulator (OpenAI wire, scripted faults)")
