@@ -101,7 +101,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
         )
 
     if workers <= 1:
-        run()
+        try:
+            run()
+        except OSError as exc:  # the port is taken, the address is not ours, the data dir is not writable
+            print(f"freellm: cannot serve on {host}:{port}: {exc}", file=sys.stderr)
+            return 1
         return 0
     from freellm.server.workers import serve_workers
 

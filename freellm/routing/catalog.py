@@ -79,8 +79,9 @@ class Catalog:
         self.chain: list[ModelRoute] = self._resolve_chain(settings.chain)
 
     def _resolve_chain(self, chain: list[str]) -> list[ModelRoute]:
+        """The routes ``auto`` tries, in order: enabled ones only (a disabled model is never routed)."""
         if not chain:
-            return list(self.routes)
+            return [r for r in self.routes if r.enabled]
         out: list[ModelRoute] = []
         for entry in chain:
             route = self._pinned(entry)
@@ -88,7 +89,7 @@ class Catalog:
                 out.append(route)
             else:
                 out.extend(self.groups.get(entry.lower(), []))
-        return list({r.label: r for r in out}.values())
+        return [r for r in {r.label: r for r in out}.values() if r.enabled]
 
     def _pinned(self, name: str) -> ModelRoute | None:
         key = name.lower()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -63,13 +64,22 @@ def create_app(settings: Settings, *, client_keys: list[str] | None = None) -> w
         try:
             yield
         finally:
-            app[GATEWAY].shutting_down = True
+            gw = app[GATEWAY]
+            gw.shutting_down = True
+            if gw.grace_timer is not None:
+                gw.grace_timer.cancel()
             await session.close()
             await store.close()
 
     async def on_shutdown(app: web.Application) -> None:
         if GATEWAY in app:
-            app[GATEWAY].shutting_down = True
+            gw = app[GATEWAY]
+            gw.shutting_down = True
+            # aiohttp gives in-flight handlers the grace, then cancels them *and* closes their
+            # connections in one step, so a stream cut there would just stop. At the grace, cancel the
+            # turns ourselves while the connections are still open: each ends in-band (respond_turn).
+            grace = settings.server.shutdown_grace_s
+            gw.grace_timer = asyncio.get_running_loop().call_later(grace, gw.interrupt_turns)
 
     app.cleanup_ctx.append(lifecycle)
     app.on_shutdown.append(on_shutdown)

@@ -86,8 +86,9 @@ async def edge_middleware(request: web.Request, handler: Handler) -> web.StreamR
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
+        kept = {name: exc.headers[name] for name in ("Allow",) if name in exc.headers}  # a 405 names its methods
         response = error_response(
-            ClientError(exc.status, exc.reason, code=None), extra, error_style_for(request.app, path)
+            ClientError(exc.status, exc.reason, code=None, headers=kept), extra, error_style_for(request.app, path)
         )
     except Exception:
         log.exception("unhandled error on %s %s (request %s)", request.method, path, request_id)

@@ -56,8 +56,12 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 
 
 async def list_models(request: web.Request) -> web.Response:
+    if anthropic_messages.is_anthropic_request(request):
+        return anthropic_messages.list_models(request)
     gw = request.app[GATEWAY]
-    only_available = request.query.get("available", request.query.get("ready", "")).lower() in ("1", "true", "yes")
+    only_available = any(
+        request.query.get(name, "").lower() in ("1", "true", "yes") for name in ("available", "connected", "ready")
+    )
     catalog = gw.catalog
     data: list[dict[str, Any]] = []
     max_ctx = 0

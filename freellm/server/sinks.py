@@ -3,10 +3,17 @@
 :class:`StreamSink` holds the response headers back until the pump's first real payload (the commit
 point) and then writes each batch of frames as soon as it has it. :class:`CollectSink` is the
 non-stream sink: nothing is ever sent mid-turn, so every failure can still fail over.
+
+A client that vanishes is normally noticed by aiohttp, which cancels the handler. When a write gets
+there first (the transport is already closing), :class:`StreamSink` turns the connection reset into
+the same cancellation, so the engine takes its one client-gone path: upstream closed, lease released,
+nothing booked, the request logged as canceled.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable
 from typing import Protocol
 
 from aiohttp import web
@@ -53,21 +60,29 @@ class StreamSink:
         }
         response = web.StreamResponse(status=200, headers=headers)
         self.committed = True
-        await response.prepare(self._request)
+        await _to_client(response.prepare(self._request))
         self.response = response
         return response
 
     async def send(self, attempt: Attempt, chunks: list[Chunk]) -> None:
         response = self.response or await self._commit(attempt)
-        await response.write(self._renderer.chunks(chunks))
+        await _to_client(response.write(self._renderer.chunks(chunks)))
 
     async def fail(self, attempt: Attempt, message: str) -> None:
         response = self.response or await self._commit(attempt)
-        await response.write(self._renderer.stream_error(attempt.route.provider, message))
+        await _to_client(response.write(self._renderer.stream_error(attempt.route.provider, message)))
 
     async def end(self) -> None:
         if self.response is not None:
-            await self.response.write(self._renderer.done())
+            await _to_client(self.response.write(self._renderer.done()))
+
+
+async def _to_client(io: Awaitable[object]) -> None:
+    """Await one write to the client; a reset connection means the client is gone (see module doc)."""
+    try:
+        await io
+    except ConnectionResetError as exc:
+        raise asyncio.CancelledError("client disconnected") from exc
 
 
 class CollectSink:

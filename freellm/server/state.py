@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import asyncio
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 from aiohttp import web
@@ -33,6 +34,27 @@ class Gateway:
     client_keys: list[bytes]
     ip_limiter: IPRateLimiter
     shutting_down: bool = False
+    turns: set[asyncio.Task[Any]] = field(default_factory=set)
+    """Handler tasks running a turn, so a shutdown can end them when its grace runs out."""
+    interrupted: set[asyncio.Task[Any]] = field(default_factory=set)
+    """Turns cancelled by :meth:`interrupt_turns` that have not yet claimed it."""
+    grace_timer: asyncio.TimerHandle | None = None
+
+    def interrupt_turns(self) -> None:
+        """The shutdown grace ran out: cancel every turn still running (each then ends in-band)."""
+        for task in self.turns:
+            if not task.done():
+                self.interrupted.add(task)
+                task.cancel()
+
+    def claim_interrupt(self, task: asyncio.Task[Any] | None) -> bool:
+        """True when ``task``'s cancellation came from :meth:`interrupt_turns`; the task is then
+        un-cancelled so its handler can still answer the client (a 503, or the end of its stream)."""
+        if task is None or task not in self.interrupted:
+            return False
+        self.interrupted.discard(task)
+        task.uncancel()
+        return True
 
 
 GATEWAY = web.AppKey("gateway", Gateway)

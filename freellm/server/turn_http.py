@@ -62,18 +62,25 @@ async def respond_turn(
     outcome: TurnOutcome | None = None
     status = 200
     error: BaseException | None = None
+    task = asyncio.current_task()
+    if task is not None:
+        gw.turns.add(task)
     try:
         if req.stream:
             sink = StreamSink(request, renderer, base_headers, detail_header=detail, header_max=header_max)
             try:
                 outcome = await gw.engine.run_turn(ctx, req, sink)
+                if on_complete is not None and outcome.committed_error is None:
+                    await on_complete(outcome)
             except asyncio.CancelledError:
-                if sink.response is not None and gw.shutting_down:
+                if sink.response is None or not gw.claim_interrupt(task):
+                    raise
+                if outcome is None:  # the shutdown grace ran out mid-stream: end it in-band, never cut it
+                    error = _shutting_down()
                     with contextlib.suppress(Exception):
-                        await sink.response.write(renderer.stream_error("freellm", "gateway shutting down"))
-                raise
-            if on_complete is not None and outcome.committed_error is None:
-                await on_complete(outcome)
+                        await sink.response.write(renderer.stream_error("freellm", error.message))
+                        await sink.response.write(renderer.done())
+                return sink.response
             assert sink.response is not None
             return sink.response
         outcome = await gw.engine.run_turn(ctx, req, CollectSink())
@@ -89,10 +96,23 @@ async def respond_turn(
         status, error = exc.status, exc
         raise
     except asyncio.CancelledError as exc:
-        status, error = 499, exc
-        raise
+        if not gw.claim_interrupt(task):
+            status, error = 499, exc
+            raise
+        # The shutdown grace ran out before anything was sent: answer rather than drop the connection.
+        refusal = _shutting_down()
+        status, error = refusal.status, refusal
+        raise refusal from None
     finally:
+        if task is not None:
+            gw.turns.discard(task)
         await _log(gw, ctx, req, status, outcome, error)
+
+
+def _shutting_down() -> ClientError:
+    return ClientError(
+        503, "The gateway is shutting down; retry the request.", type="service_unavailable", code="shutting_down"
+    )
 
 
 async def _log(
