@@ -1,0 +1,96 @@
+"""HTTP handlers of the Anthropic surface: ``POST /v1/messages``, ``POST /v1/messages/count_tokens`` and
+the Anthropic-shaped ``GET /v1/models`` (chosen by the ``anthropic-version`` header).
+
+Auth (``x-api-key`` or ``Authorization: Bearer``) is the edge middleware's; ``anthropic-version`` and
+``anthropic-beta`` are accepted whatever they say, and query strings (``?beta=true``) are ignored.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from freellm.core.tokens import estimate_input_tokens
+from freellm.engine.context import TurnOutcome
+from freellm.errors import ClientError
+from freellm.server.state import GATEWAY
+from freellm.server.turn_http import respond_turn
+from freellm.surfaces.anthropic.mapping import resolve_model, to_chat_request
+from freellm.surfaces.anthropic.render import MessagesRenderer, message_body, new_message_id
+from freellm.surfaces.anthropic.wire import parse_messages_request
+
+__all__ = ["MODELS_CREATED_AT", "count_tokens", "list_models", "messages"]
+
+MODELS_CREATED_AT = "2025-01-01T00:00:00Z"
+"""``created_at`` of every listed model: the catalog has no dates, so one constant."""
+
+_SLOTS = (("opus", "claude-opus-4-5"), ("sonnet", "claude-sonnet-4-5"), ("haiku", "claude-haiku-4-5"))
+
+
+async def _read_json(request: web.Request) -> Any:
+    raw = await request.read()
+    if not raw:
+        raise ClientError(400, "Request body is empty; expected a JSON object.")
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise ClientError(400, f"Malformed JSON body: {exc}") from None
+
+
+async def messages(request: web.Request) -> web.StreamResponse:
+    gw = request.app[GATEWAY]
+    settings = gw.settings
+    wire = parse_messages_request(await _read_json(request))
+    target = resolve_model(wire.model, gw.catalog, settings.surfaces.anthropic.model_map)
+    req = to_chat_request(wire, target)
+    echo = wire.model if wire.model else target
+    input_estimate = estimate_input_tokens(req, image_tokens=settings.routing.image_token_estimate)
+    message_id = new_message_id()
+
+    def render(outcome: TurnOutcome) -> dict[str, Any]:
+        return message_body(outcome, model=echo, input_estimate=input_estimate, message_id=message_id)
+
+    return await respond_turn(
+        request,
+        req,
+        surface="anthropic",
+        renderer=MessagesRenderer(echo, input_tokens=input_estimate, message_id=message_id),
+        render_completion=render,
+        headers={"request-id": request["request_id"]},
+    )
+
+
+async def count_tokens(request: web.Request) -> web.Response:
+    gw = request.app[GATEWAY]
+    wire = parse_messages_request(await _read_json(request))
+    req = to_chat_request(wire, "auto")
+    tokens = estimate_input_tokens(req, image_tokens=gw.settings.routing.image_token_estimate)
+    return web.json_response({"input_tokens": tokens}, headers=request["base_headers"])
+
+
+def list_models(request: web.Request) -> web.Response:
+    """``GET /v1/models`` in Anthropic's list shape: ``auto``, the Claude family slots (when anything is
+    available) and every available model group."""
+    gw = request.app[GATEWAY]
+    catalog = gw.catalog
+    model_map = gw.settings.surfaces.anthropic.model_map
+    entries: list[tuple[str, str]] = [("auto", "freellm auto (the configured chain)")]
+    groups = [
+        routes[0].model
+        for routes in catalog.groups.values()
+        if any(r.enabled and catalog.keys.get(r.provider) for r in routes)
+    ]
+    if groups:
+        for family, slot in _SLOTS:
+            entries.append(
+                (slot, f"Claude {family.capitalize()} → {resolve_model(slot, catalog, model_map)}")
+            )
+    entries.extend((g, g) for g in groups)
+    data = [
+        {"type": "model", "id": model_id, "display_name": name, "created_at": MODELS_CREATED_AT}
+        for model_id, name in dict(entries).items()
+    ]
+    body = {"data": data, "has_more": False, "first_id": data[0]["id"], "last_id": data[-1]["id"]}
+    return web.json_response(body, headers=request["base_headers"])

@@ -1,0 +1,350 @@
+"""Anthropic Messages request → canonical chat request (spec/surfaces.md §2 "Request → chat form").
+
+* ``system`` (string or text blocks, ``cache_control`` ignored) and every ``role: "system"`` message in
+  ``messages`` are hoisted, in order, into one leading system message (many free upstreams reject a
+  system message anywhere but first).
+* A user turn becomes its ``tool`` messages first (one per ``tool_result``, in order), then one user
+  message with the rest: text only → one string (blocks joined with ``\\n``); with images → parts in the
+  client's order. Text documents are inlined as fenced text; PDF/URL/file documents are refused (400)
+  before routing, with at most three distinct reasons and no payload echo.
+* An assistant turn becomes one message: text (or null) plus ``tool_calls`` from its ``tool_use``
+  blocks. Thinking, redacted thinking and unknown blocks are dropped.
+* ``tools``: client tools (no ``type`` or ``custom``) become functions with ``input_schema`` as
+  parameters; server tools (``web_search_20250305``, computer use, bash…) are dropped. ``tool_choice``
+  auto/none/any→required/tool→named; ``disable_parallel_tool_use`` → ``parallel_tool_calls: false``.
+* ``stop_sequences`` → ``stop`` (forwarded, unlike the reference), ``max_tokens`` (absent or ≤ 0 →
+  1024), ``temperature``, ``top_p``, ``top_k``; ``thinking`` of any type → ``reasoning_effort`` (else
+  ``output_config.effort``); ``output_config.format`` (JSON schema) → ``response_format``.
+* The model goes through :func:`resolve_model`: Claude names never 404.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from freellm.core.request import ChatRequest, parse_chat_request
+from freellm.errors import ClientError
+from freellm.routing.catalog import Catalog
+from freellm.surfaces.anthropic.documents import document_reason, document_text
+from freellm.surfaces.anthropic.wire import (
+    Block,
+    DocumentBlock,
+    ImageBlock,
+    MessagesRequest,
+    TextBlock,
+    ToolResultBlock,
+    ToolUseBlock,
+    invalid,
+)
+
+__all__ = [
+    "DEFAULT_MAX_TOKENS",
+    "classify_family",
+    "resolve_model",
+    "thinking_effort",
+    "to_chat_body",
+    "to_chat_request",
+]
+
+DEFAULT_MAX_TOKENS = 1024
+_MAX_STOP = 4
+_DEFAULT_FAMILY = "default"
+_DEFAULT_NAMES = frozenset({"", "auto", "default", "freellmapi-auto", "freellm-auto"})
+_CLIENT_TOOL_TYPES = frozenset({"custom"})
+_MAX_DOC_REASONS = 3
+_OUTPUT_EFFORTS = {"low": "low", "medium": "medium", "high": "high", "xhigh": "high", "max": "high"}
+
+
+# ---- model ------------------------------------------------------------------------------------------
+
+
+def classify_family(name: str, model_map: dict[str, str]) -> str:
+    """The ``model_map`` family a requested name belongs to (``default`` when none).
+
+    The longest family key contained in the lower-cased name wins (``opus``, ``sonnet``, ``haiku`` or
+    any key the operator added); ``opusplan`` is Claude Code's plan-mode alias and maps to ``default``
+    unless the map names it.
+    """
+    lower = name.strip().lower()
+    if lower in _DEFAULT_NAMES:
+        return _DEFAULT_FAMILY
+    families = sorted((k for k in model_map if k.lower() != _DEFAULT_FAMILY), key=len, reverse=True)
+    if lower.startswith("opusplan") and not any(k.lower() == "opusplan" for k in families):
+        return _DEFAULT_FAMILY
+    for family in families:
+        if family.lower() in lower:
+            return family
+    return _DEFAULT_FAMILY
+
+
+def _resolvable(catalog: Catalog, name: str) -> bool:
+    try:
+        catalog.resolve(name)
+    except ClientError:
+        return False
+    return True
+
+
+def resolve_model(requested: str | None, catalog: Catalog, model_map: dict[str, str]) -> str:
+    """The model to route to for a client's model string. Never raises: unknown names become ``auto``.
+
+    A name (after stripping a ``claude/`` prefix) that is a configured route, group or ``auto`` is used
+    as is; anything else is classified into a family and looked up in ``model_map`` (whose target falls
+    back to ``auto`` when it is not routable either).
+    """
+    name = (requested or "").strip()
+    if name.lower().startswith("claude/"):
+        name = name[len("claude/") :].strip()
+    if name and _resolvable(catalog, name):
+        return name
+    family = classify_family(name, model_map)
+    target = model_map.get(family) or model_map.get(_DEFAULT_FAMILY) or "auto"
+    return target if _resolvable(catalog, target) else "auto"
+
+
+# ---- thinking ---------------------------------------------------------------------------------------
+
+
+def thinking_effort(kind: str, budget: int | None) -> str | None:
+    """``thinking`` → ``reasoning_effort``: disabled → none; adaptive/auto without budget → unset;
+    no budget → medium; budget < 4096 low, < 16384 medium, else high."""
+    k = kind.strip().lower()
+    if k in ("disabled", "off", "none"):
+        return "none"
+    if budget is None or budget <= 0:
+        return None if k in ("adaptive", "auto") else "medium"
+    if budget < 4096:
+        return "low"
+    if budget < 16384:
+        return "medium"
+    return "high"
+
+
+# ---- messages ---------------------------------------------------------------------------------------
+
+
+class _Translator:
+    """Walks the validated request once; collects document refusals to report them together."""
+
+    def __init__(self) -> None:
+        self.doc_issues: dict[str, str] = {}  # reason -> first path
+
+    def refuse_document(self, path: str, block: DocumentBlock) -> None:
+        reason = document_reason(block)
+        self.doc_issues.setdefault(reason, path)
+
+    def image_part(self, path: str, block: ImageBlock) -> dict[str, Any]:
+        source = block.source
+        kind = source.get("type")
+        if kind == "base64":
+            media, data = source.get("media_type"), source.get("data")
+            if not isinstance(media, str) or not isinstance(data, str) or not data:
+                raise invalid([f"{path}.source: a base64 image needs string `media_type` and `data`"], path)
+            return {"type": "image_url", "image_url": {"url": f"data:{media};base64,{data}"}}
+        if kind == "url":
+            url = source.get("url")
+            if not isinstance(url, str) or not url:
+                raise invalid([f"{path}.source.url: Input should be a non-empty string"], path)
+            return {"type": "image_url", "image_url": {"url": url}}
+        if kind == "file":
+            raise invalid(
+                [f"{path}.source: images from the Files API (source type `file`) are not supported"], path
+            )
+        raise invalid([f"{path}.source.type: Input should be 'base64' or 'url'"], path)
+
+    def blocks_text(self, path: str, blocks: list[Any]) -> str:
+        """Text of text blocks and inlined text documents (others dropped), joined with newlines."""
+        out: list[str] = []
+        for i, b in enumerate(blocks):
+            if isinstance(b, TextBlock):
+                if b.text:
+                    out.append(b.text)
+            elif isinstance(b, DocumentBlock):
+                text = document_text(b)
+                if text is None:
+                    self.refuse_document(f"{path}.{i}", b)
+                else:
+                    out.append(text)
+        return "\n".join(out)
+
+    def tool_result(self, path: str, block: ToolResultBlock) -> dict[str, Any]:
+        content = block.content
+        if content is None:
+            text = ""
+        elif isinstance(content, str):
+            text = content
+        elif isinstance(content, list):
+            text = self.blocks_text(f"{path}.content", content)
+        else:
+            text = orjson.dumps(content).decode()
+        if block.is_error and not text.lower().startswith("error"):
+            text = f"Error: {text}" if text else "Error"
+        return {"role": "tool", "tool_call_id": block.tool_use_id, "content": text}
+
+    def user_turn(self, path: str, content: str | list[Block]) -> list[dict[str, Any]]:
+        if isinstance(content, str):
+            return [{"role": "user", "content": content}]
+        tools: list[dict[str, Any]] = []
+        parts: list[dict[str, Any]] = []
+        has_image = False
+        for i, b in enumerate(content):
+            bpath = f"{path}.{i}"
+            if isinstance(b, ToolResultBlock):
+                tools.append(self.tool_result(bpath, b))
+            elif isinstance(b, TextBlock):
+                if b.text:
+                    parts.append({"type": "text", "text": b.text})
+            elif isinstance(b, ImageBlock):
+                parts.append(self.image_part(bpath, b))
+                has_image = True
+            elif isinstance(b, DocumentBlock):
+                text = document_text(b)
+                if text is None:
+                    self.refuse_document(bpath, b)
+                else:
+                    parts.append({"type": "text", "text": text})
+        out = tools
+        if has_image:
+            out.append({"role": "user", "content": parts})
+        elif parts:
+            out.append({"role": "user", "content": "\n".join(p["text"] for p in parts)})
+        return out
+
+    def assistant_turn(self, content: str | list[Block]) -> dict[str, Any] | None:
+        if isinstance(content, str):
+            return {"role": "assistant", "content": content}
+        texts: list[str] = []
+        calls: list[dict[str, Any]] = []
+        for b in content:
+            if isinstance(b, TextBlock):
+                if b.text:
+                    texts.append(b.text)
+            elif isinstance(b, ToolUseBlock):
+                args = b.input if b.input is not None else {}
+                call: dict[str, Any] = {
+                    "id": b.id,
+                    "type": "function",
+                    "function": {"name": b.name, "arguments": orjson.dumps(args).decode()},
+                }
+                extra = b.model_extra or {}
+                for key in ("thought_signature", "thoughtSignature"):
+                    if isinstance(extra.get(key), str):
+                        call["thought_signature"] = extra[key]
+                        break
+                calls.append(call)
+        if not texts and not calls:
+            return None
+        msg: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) if texts else None}
+        if calls:
+            msg["tool_calls"] = calls
+        return msg
+
+
+def _system_text(content: str | list[Block], translator: _Translator, path: str) -> str:
+    return content if isinstance(content, str) else translator.blocks_text(path, content)
+
+
+def _tools(req: MessagesRequest) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for tool in req.tools or ():
+        if tool.type is not None and tool.type not in _CLIENT_TOOL_TYPES:
+            continue  # a server tool (web search, computer use, bash…): the upstream cannot run it
+        fn: dict[str, Any] = {
+            "name": tool.name,
+            "parameters": tool.input_schema
+            if tool.input_schema is not None
+            else {"type": "object", "properties": {}},
+        }
+        if tool.description:
+            fn["description"] = tool.description
+        out.append({"type": "function", "function": fn})
+    return out
+
+
+def _tool_choice(req: MessagesRequest, names: set[str]) -> str | dict[str, Any] | None:
+    choice = req.tool_choice
+    if choice is None:
+        return None
+    if choice.type == "tool":
+        if choice.name and choice.name in names:
+            return {"type": "function", "function": {"name": choice.name}}
+        return "required" if names else None
+    return {"auto": "auto", "any": "required", "none": "none"}[choice.type]
+
+
+def to_chat_body(req: MessagesRequest, model: str) -> dict[str, Any]:
+    """The canonical chat body for a validated Anthropic request (raises ClientError for documents)."""
+    tr = _Translator()
+    system: list[str] = []
+    if req.system is not None:
+        text = _system_text(req.system, tr, "system")
+        if text:
+            system.append(text)
+    messages: list[dict[str, Any]] = []
+    for i, m in enumerate(req.messages):
+        path = f"messages.{i}.content"
+        if m.role == "system":
+            text = _system_text(m.content, tr, path)
+            if text:
+                system.append(text)
+        elif m.role == "user":
+            messages.extend(tr.user_turn(path, m.content))
+        else:
+            msg = tr.assistant_turn(m.content)
+            if msg is not None:
+                messages.append(msg)
+    if tr.doc_issues:
+        items = list(tr.doc_issues.items())[:_MAX_DOC_REASONS]
+        raise invalid([f"{where}: {reason}" for reason, where in items], items[0][1])
+    if not messages:
+        raise invalid(["messages: at least one user or assistant message must have content"], "messages")
+    if system:
+        messages.insert(0, {"role": "system", "content": "\n\n".join(system)})
+
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": messages,
+        "stream": bool(req.stream),
+        "max_tokens": req.max_tokens
+        if req.max_tokens is not None and req.max_tokens > 0
+        else DEFAULT_MAX_TOKENS,
+    }
+    stops = [s for s in req.stop_sequences or () if s]
+    if stops:
+        body["stop"] = stops[:_MAX_STOP]
+    if req.temperature is not None:
+        body["temperature"] = req.temperature
+    if req.top_p is not None:
+        body["top_p"] = req.top_p
+    if req.top_k is not None and req.top_k >= 1:
+        body["top_k"] = req.top_k
+    tools = _tools(req)
+    if tools:
+        body["tools"] = tools
+        choice = _tool_choice(req, {t["function"]["name"] for t in tools})
+        if choice is not None:
+            body["tool_choice"] = choice
+        if req.tool_choice is not None and req.tool_choice.disable_parallel_tool_use:
+            body["parallel_tool_calls"] = False
+    effort = (
+        thinking_effort(req.thinking.type, req.thinking.budget_tokens) if req.thinking is not None else None
+    )
+    config = req.output_config
+    if effort is None and config is not None and config.effort is not None:
+        effort = _OUTPUT_EFFORTS.get(config.effort.strip().lower())
+    if effort is not None:
+        body["reasoning_effort"] = effort
+    fmt = config.format if config is not None else None
+    if fmt is not None and fmt.get("type") == "json_schema" and isinstance(fmt.get("schema"), dict):
+        body["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": "output", "schema": fmt["schema"]},
+        }
+    return body
+
+
+def to_chat_request(req: MessagesRequest, model: str) -> ChatRequest:
+    """:func:`to_chat_body` validated into the canonical :class:`ChatRequest`."""
+    return parse_chat_request(to_chat_body(req, model))
