@@ -1,10 +1,11 @@
-"""Provider kinds → classes. Later wires (gemini, anthropic) register here."""
+"""Provider kinds → classes. Later wires (gemini) register here."""
 
 from __future__ import annotations
 
 import aiohttp
 
 from freellm.config import ProviderConfig
+from freellm.providers.anthropic import AnthropicProvider
 from freellm.providers.base import Provider
 from freellm.providers.openai_compat import OpenAICompatProvider
 
@@ -16,6 +17,8 @@ def build_providers(configs: list[ProviderConfig], session: aiohttp.ClientSessio
     for cfg in configs:
         if cfg.kind == "openai":
             providers[cfg.name] = OpenAICompatProvider(cfg, session)
+        elif cfg.kind == "anthropic":
+            providers[cfg.name] = AnthropicProvider(cfg, session)
         else:
             raise NotImplementedError(f"provider kind {cfg.kind!r} ({cfg.name}) is not supported yet")
     return providers

@@ -15,6 +15,7 @@ from typing import Any, Final
 import orjson
 from aiohttp import web
 
+from freellm.sim.anthropic_wire import ANTHROPIC_WIRE
 from freellm.sim.control_api import add_control_routes
 from freellm.sim.keys import SIM_STATE
 from freellm.sim.openai_wire import OPENAI_WIRE
@@ -43,6 +44,9 @@ def create_sim_app(settings: SimSettings | None = None) -> web.Application:
     models = _models_handler(OPENAI_WIRE)
     app.router.add_post("/v1/chat/completions", chat)
     app.router.add_post("/{provider}/v1/chat/completions", chat)
+    messages = _chat_handler(ANTHROPIC_WIRE)
+    app.router.add_post("/v1/messages", messages)
+    app.router.add_post("/{provider}/v1/messages", messages)
     app.router.add_get("/v1/models", models)
     app.router.add_get("/{provider}/v1/models", models)
     add_control_routes(app)
@@ -127,7 +131,7 @@ async def _serve(
         return _json_response(status, payload, headers)
 
     if key is None:
-        return finish(401, wire.render_error(401, "Missing bearer authentication"), Outcome.UNAUTHORIZED)
+        return finish(401, wire.render_error(401, _missing_key_message(wire)), Outcome.UNAUTHORIZED)
     try:
         view = wire.parse_request(body, request.match_info)
     except WireRequestError as exc:
@@ -186,6 +190,11 @@ async def _serve(
         # Some providers answer a failed non-stream call with 200 and an error object.
         return finish(200, wire.render_inband_error(scenario.inband_error), Outcome.INBAND_ERROR)
     return finish(200, wire.render_completion(plan, scenario, view, response_id, created), Outcome.COMPLETED)
+
+
+def _missing_key_message(wire: Wire) -> str:
+    message = getattr(wire, "missing_key_message", None)
+    return message if isinstance(message, str) else "Missing bearer authentication"
 
 
 def _output_chunks(plan: Plan) -> int:

@@ -1,0 +1,230 @@
+"""HTTP plumbing shared by every provider wire: one POST, the first-byte deadline, error bodies, SSE reads.
+
+Every provider maps I/O failures the same way, so the fallback loop sees the same facts whatever the wire:
+
+* the request must be answered (headers) within ``timeouts.first_byte``, else ``UpstreamError(timeout)``;
+  the first body read shares that deadline (an upstream that sends headers and then nothing is a
+  first-byte timeout too); later reads may be silent for at most ``timeouts.stall``;
+* aiohttp client errors become transport ``UpstreamError`` s (:func:`transport_error`);
+* an HTTP status ≥ 400 becomes ``UpstreamError(status=…, retry_after_s=…, body=…)`` worded by
+  :func:`~freellm.engine.failure.http_error_message`, which the classifier relies on.
+
+A wire supplies only what differs: the URL, headers and body, how an error body is worded
+(``message_of``), and how SSE ``data:`` payloads become canonical chunks (:meth:`SSEStream._frames`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import aiohttp
+import orjson
+
+from freellm.core.chunks import Chunk
+from freellm.engine.failure import http_error_message, parse_retry_after
+from freellm.errors import UpstreamError
+from freellm.providers.base import Timeouts
+from freellm.wire.sse import SSEDecoder, SSELineTooLong
+
+__all__ = [
+    "MAX_ERROR_BODY",
+    "CompletionStream",
+    "SSEStream",
+    "error_message_of",
+    "post_json",
+    "read_body",
+    "status_error",
+    "transport_error",
+]
+
+MAX_ERROR_BODY = 64 * 1024
+"""At most this much of an error body is read (and kept for the classifier)."""
+
+MessageOf = Callable[[Any], str]
+
+
+def error_message_of(body: Any) -> str:
+    """The human message inside an upstream error body, whatever shape the provider chose."""
+    if isinstance(body, dict):
+        err = body.get("error", body)
+        if isinstance(err, dict):
+            msg = err.get("message") or err.get("msg") or err.get("detail")
+            if isinstance(msg, str):
+                return msg
+            return orjson.dumps(err).decode()[:500]
+        if isinstance(err, str):
+            return err
+    if isinstance(body, str):
+        return body[:500]
+    return orjson.dumps(body).decode()[:500]
+
+
+def transport_error(exc: BaseException, *, mid_stream: bool = False) -> UpstreamError:
+    """Map an aiohttp client failure to a retryable transport UpstreamError."""
+    if mid_stream and isinstance(exc, aiohttp.ClientPayloadError | aiohttp.ServerDisconnectedError):
+        return UpstreamError(f"stream ended unexpectedly: {type(exc).__name__}", transport=True)
+    detail = str(exc) or type(exc).__name__
+    return UpstreamError(f"fetch failed: {type(exc).__name__}: {detail}", transport=True)
+
+
+async def post_json(
+    session: aiohttp.ClientSession,
+    url: str,
+    payload: bytes,
+    headers: Mapping[str, str],
+    timeouts: Timeouts,
+    *,
+    message_of: MessageOf = error_message_of,
+) -> tuple[aiohttp.ClientResponse, float]:
+    """POST ``payload``; return the 2xx response and the first-byte deadline (loop time) for its body.
+
+    Raises :class:`UpstreamError` for a first-byte timeout, a transport failure or a status ≥ 400 (the
+    error body is read, worded with ``message_of`` and the response released).
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeouts.first_byte
+    timeout = aiohttp.ClientTimeout(total=None, connect=timeouts.connect, sock_read=timeouts.stall)
+    try:
+        async with asyncio.timeout_at(deadline):
+            resp = await session.post(url, data=payload, headers=dict(headers), timeout=timeout)
+    except TimeoutError as exc:
+        raise UpstreamError(f"no first byte within {timeouts.first_byte:g}s", timeout=True) from exc
+    except aiohttp.ClientError as exc:
+        raise transport_error(exc) from exc
+    if resp.status >= 400:
+        try:
+            raise await status_error(resp, message_of)
+        finally:
+            resp.release()
+    return resp, deadline
+
+
+async def status_error(
+    resp: aiohttp.ClientResponse, message_of: MessageOf = error_message_of
+) -> UpstreamError:
+    """The :class:`UpstreamError` for an HTTP error answer: status, ``Retry-After`` and decoded body."""
+    try:
+        raw = await resp.content.read(MAX_ERROR_BODY)
+    except aiohttp.ClientError:
+        raw = b""
+    try:
+        body: Any = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        body = raw.decode("utf-8", "replace").strip()
+    retry_after = None
+    header = resp.headers.get("Retry-After")
+    if header:
+        retry_after = parse_retry_after(header, time.time())
+    message = message_of(body) or resp.reason or ""
+    return UpstreamError(
+        http_error_message(resp.status, message), status=resp.status, retry_after_s=retry_after, body=body
+    )
+
+
+async def read_body(resp: aiohttp.ClientResponse, deadline: float) -> bytes:
+    """The whole (non-stream) body, due by the first-byte ``deadline``; the response is released."""
+    try:
+        async with asyncio.timeout_at(deadline):
+            return await resp.read()
+    except TimeoutError as exc:
+        raise UpstreamError("no first byte: completion body not received in time", timeout=True) from exc
+    except aiohttp.ClientError as exc:
+        raise transport_error(exc, mid_stream=True) from exc
+    finally:
+        resp.release()
+
+
+class SSEStream:
+    """Async iterator over the canonical chunks of one streamed upstream answer.
+
+    Reads the socket with the first-byte deadline on the first read and the stall limit after it, feeds
+    the SSE decoder, and hands ``data:`` payloads to :meth:`_frames`, which a wire overrides to append
+    canonical chunks to ``_pending`` (and set ``saw_done`` at the wire's end marker). A wire whose
+    stream can carry an error event sets ``_error`` instead of raising: the chunks decoded before it in
+    the same read are handed out first, then the error is raised.
+    """
+
+    __slots__ = ("_deadline", "_decoder", "_error", "_pending", "_resp", "saw_done")
+
+    def __init__(self, resp: aiohttp.ClientResponse, first_byte_deadline: float) -> None:
+        self._resp = resp
+        self._decoder = SSEDecoder()
+        self._pending: list[Chunk] = []
+        self._deadline: float | None = first_byte_deadline
+        self._error: UpstreamError | None = None
+        self.saw_done = False
+
+    def __aiter__(self) -> SSEStream:
+        return self
+
+    async def __anext__(self) -> Chunk:
+        while not self._pending:
+            if self._error is not None:
+                raise self._error
+            if self.saw_done:
+                raise StopAsyncIteration
+            data = await self._read()
+            if not data:
+                self._frames(self._decoder.flush())
+                if not self.saw_done and self._error is None:
+                    self._eof()
+                if not self._pending:
+                    raise StopAsyncIteration
+                break
+            try:
+                self._frames(self._decoder.feed(data))
+            except SSELineTooLong as exc:
+                raise UpstreamError(f"malformed upstream stream: {exc}") from exc
+        return self._pending.pop(0)
+
+    def _frames(self, payloads: list[bytes]) -> None:
+        """Turn ``data:`` payloads into chunks on ``_pending``; set ``saw_done`` at the end marker."""
+        raise NotImplementedError
+
+    def _eof(self) -> None:
+        """The connection ended without the wire's end marker; a wire may flush buffered chunks here."""
+
+    async def _read(self) -> bytes:
+        try:
+            if self._deadline is not None:
+                try:
+                    async with asyncio.timeout_at(self._deadline):
+                        data = await self._resp.content.readany()
+                except TimeoutError as exc:
+                    raise UpstreamError(
+                        "no first byte: upstream sent headers, then nothing", timeout=True
+                    ) from exc
+                self._deadline = None
+                return data
+            return await self._resp.content.readany()
+        except aiohttp.ServerTimeoutError as exc:
+            raise UpstreamError("stream stalled: no data between reads", timeout=True) from exc
+        except aiohttp.ClientError as exc:
+            raise transport_error(exc, mid_stream=True) from exc
+
+    async def aclose(self) -> None:
+        self._resp.close()
+
+
+class CompletionStream:
+    """A non-stream answer presented as the same chunk iterator, so one pump serves both."""
+
+    __slots__ = ("_chunks", "saw_done")
+
+    def __init__(self, chunks: list[Chunk]) -> None:
+        self._chunks = chunks
+        self.saw_done = True
+
+    def __aiter__(self) -> CompletionStream:
+        return self
+
+    async def __anext__(self) -> Chunk:
+        if not self._chunks:
+            raise StopAsyncIteration
+        return self._chunks.pop(0)
+
+    async def aclose(self) -> None:
+        self._chunks.clear()

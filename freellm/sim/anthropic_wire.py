@@ -1,0 +1,569 @@
+"""The Anthropic Messages wire: request checking and rendering of plans, errors and model lists.
+
+``POST /{provider}/v1/messages`` with ``x-api-key`` (or a bearer token). Requests are checked the way Anthropic checks them
+(unknown top-level fields, ``max_tokens`` required, roles, empty text, tool_use/tool_result pairing,
+tools declared, thinking budget, temperature range, whitespace stop sequences, trailing whitespace in a
+final assistant turn): a gateway that translates badly gets the 400 ``invalid_request_error`` Anthropic
+would send, so translation bugs show up in tests.
+
+Streams follow Anthropic's event sequence (``event:`` line + ``data:`` object carrying ``type``):
+``message_start``, ``ping``, a thinking block (``thinking_delta`` pieces then a ``signature_delta``), a
+text block (``text_delta`` pieces), ``tool_use`` blocks (``input: {}`` then ``input_json_delta``
+fragments), ``message_delta`` (``stop_reason`` + ``usage.output_tokens``) and ``message_stop``.
+Content chunks for ``cut_after``/``stall_after``/``inband_error_after`` are the text deltas, each
+tool_use start and each ``input_json_delta``, exactly as on the OpenAI wire; block start/stop frames,
+pings and signatures are structural (never counted or delayed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Mapping
+from typing import Any, Final
+
+import orjson
+from aiohttp import web
+
+from freellm.sim.plan import Frame, FrameKind, Plan
+from freellm.sim.scenario import Scenario
+from freellm.sim.wire import RequestView, WireRequestError
+from freellm.wire.sse import encode_event
+
+__all__ = ["ANTHROPIC_WIRE", "AnthropicWire", "stop_reason_of"]
+
+GARBAGE_FRAMES: Final = (
+    b"event: content_block_delta\ndata: {not json\n\n",
+    b": sim comment\n\n",
+    b"this line has no data prefix\n\n",
+)
+
+# status -> Anthropic error type (https://docs.anthropic.com/en/api/errors).
+_ERROR_TYPES: Final[dict[int, str]] = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    504: "timeout_error",
+    529: "overloaded_error",
+}
+
+# finish_reason of a scenario (OpenAI vocabulary) -> Anthropic stop_reason; other strings pass as is.
+_STOP_REASONS: Final[dict[str, str]] = {
+    "stop": "end_turn",
+    "tool_calls": "tool_use",
+    "length": "max_tokens",
+    "content_filter": "refusal",
+}
+
+_TOP_LEVEL: Final = frozenset(
+    {
+        "model",
+        "messages",
+        "max_tokens",
+        "system",
+        "stop_sequences",
+        "stream",
+        "temperature",
+        "top_p",
+        "top_k",
+        "tools",
+        "tool_choice",
+        "thinking",
+        "metadata",
+        "service_tier",
+        "container",
+        "mcp_servers",
+        "context_management",
+        "output_config",
+        "output_format",
+    }
+)
+_USER_BLOCKS: Final = frozenset({"text", "image", "document", "tool_result", "search_result"})
+_ASSISTANT_BLOCKS: Final = frozenset(
+    {"text", "tool_use", "thinking", "redacted_thinking", "server_tool_use", "web_search_tool_result"}
+)
+_TOOL_CHOICES: Final = frozenset({"auto", "any", "tool", "none"})
+_MIN_THINKING_BUDGET: Final = 1024
+
+
+def stop_reason_of(finish_reason: str | None) -> str | None:
+    """The Anthropic ``stop_reason`` for a scenario's finish reason."""
+    if finish_reason is None:
+        return None
+    return _STOP_REASONS.get(finish_reason, finish_reason)
+
+
+def _event(name: str, data: dict[str, Any]) -> bytes:
+    return encode_event(name, orjson.dumps({"type": name, **data}))
+
+
+def _text_of(content: Any) -> str:
+    """Text of a ``content`` (string, or the text blocks and string tool results of a block list)."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    parts: list[str] = []
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        if isinstance(block.get("text"), str):
+            parts.append(block["text"])
+        elif block.get("type") == "tool_result":
+            parts.append(_text_of(block.get("content")))
+    return "".join(parts)
+
+
+def _user_text(content: Any) -> str:
+    """The user's own words in a turn (tool results excluded), where inline directives live."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    return "".join(b["text"] for b in content if isinstance(b, dict) and isinstance(b.get("text"), str))
+
+
+class AnthropicWire:
+    """Stateless renderer/reader for ``/v1/messages``; one shared instance serves every app."""
+
+    name = "anthropic"
+    missing_key_message = "x-api-key header is required"
+    stream_headers: Mapping[str, str] = {
+        "Content-Type": "text/event-stream; charset=utf-8",
+        "Cache-Control": "no-cache",
+    }
+
+    def credential(self, request: web.BaseRequest) -> str | None:
+        """The ``x-api-key`` header, else a bearer token (current Anthropic SDKs send the API key as
+        ``Authorization: Bearer``); ``None`` when neither is there."""
+        key = request.headers.get("x-api-key", "").strip()
+        if key:
+            return key
+        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        token = token.strip()
+        return token if scheme.lower() == "bearer" and token else None
+
+    def new_response_id(self) -> str:
+        """``msg_sim_<hex>``."""
+        return "msg_sim_" + secrets.token_hex(12)
+
+    def parse_request(self, body: Any, route: Mapping[str, str]) -> RequestView:
+        """Check the body as Anthropic does; raise :class:`WireRequestError` with Anthropic's wording."""
+        _check_request(body)
+        messages: list[dict[str, Any]] = body["messages"]
+        system = body.get("system")
+        prompt_chars = len(_text_of(system)) + sum(len(_text_of(m.get("content"))) for m in messages)
+        last_user = ""
+        for m in messages:
+            if m["role"] == "user":
+                text = _user_text(m.get("content"))
+                if text:
+                    last_user = text
+
+        def messages_json() -> str:
+            listed = [{"role": "system", "content": system}, *messages] if system else messages
+            return orjson.dumps(listed).decode()
+
+        return RequestView(
+            model=body["model"],
+            stream=bool(body.get("stream")),
+            prompt_chars=prompt_chars,
+            last_user_text=last_user,
+            messages_json=messages_json,
+        )
+
+    def render_stream(
+        self, plan: Plan, scenario: Scenario, view: RequestView, response_id: str, created: int
+    ) -> list[Frame]:
+        """All frames of the stream; transport faults (cut, stall, delays) are left to the driver."""
+        with_usage = scenario.usage != "none"
+        message: dict[str, Any] = {
+            "id": response_id,
+            "type": "message",
+            "role": "assistant",
+            "model": view.model,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+        }
+        if with_usage:
+            message["usage"] = {"input_tokens": plan.prompt_tokens, "output_tokens": 1}
+        frames = [Frame(_event("message_start", {"message": message}), FrameKind.PRE)]
+        ping = Frame(_event("ping", {}), FrameKind.NOISE)
+        frames.extend([ping] * (1 + scenario.keepalive_comments))
+
+        index = 0
+        if plan.reasoning_pieces:
+            frames.append(_structural("content_block_start", index, {"type": "thinking", "thinking": ""}))
+            for piece in plan.reasoning_pieces:
+                frames.append(_delta(index, {"type": "thinking_delta", "thinking": piece}, FrameKind.PRE))
+            frames.append(_signature(index, plan.reasoning))
+            frames.append(_stop(index))
+            index += 1
+        if scenario.empty:
+            frames.append(_structural("content_block_start", index, {"type": "text", "text": ""}))
+            frames.append(_stop(index))
+            index += 1
+
+        body: list[Frame] = []  # text and tool frames, in the order they would be sent
+        if plan.text_pieces:
+            body.append(_structural("content_block_start", index, {"type": "text", "text": ""}))
+            body.extend(
+                _delta(index, {"type": "text_delta", "text": p}, FrameKind.CONTENT) for p in plan.text_pieces
+            )
+            body.append(_stop(index))
+            index += 1
+        for tool in plan.tools:
+            block = {"type": "tool_use", "id": tool.id, "name": tool.name, "input": {}}
+            body.append(
+                Frame(
+                    _event("content_block_start", {"index": index, "content_block": block}), FrameKind.CONTENT
+                )
+            )
+            body.extend(
+                _delta(index, {"type": "input_json_delta", "partial_json": frag}, FrameKind.CONTENT)
+                for frag in tool.fragments
+            )
+            body.append(_stop(index))
+            index += 1
+
+        inband = scenario.inband_error
+        if inband is not None:
+            body = _first_content(body, scenario.inband_error_after)
+            body.append(Frame(_event("error", {"error": self._inband_error_object(inband)}), FrameKind.POST))
+            frames.extend(body)
+        else:
+            frames.extend(body)
+            delta: dict[str, Any] = {"stop_reason": stop_reason_of(plan.finish_reason), "stop_sequence": None}
+            tail: dict[str, Any] = {"delta": delta}
+            if with_usage:
+                tail["usage"] = {"output_tokens": plan.completion_tokens}
+            frames.append(Frame(_event("message_delta", tail), FrameKind.POST))
+            if scenario.done:
+                frames.append(Frame(_event("message_stop", {}), FrameKind.POST))
+        if scenario.malformed:
+            frames = _interleave_garbage(frames)
+        return frames
+
+    def render_completion(
+        self, plan: Plan, scenario: Scenario, view: RequestView, response_id: str, created: int
+    ) -> dict[str, Any]:
+        """The ``message`` object carrying the same thinking, text, tool calls and usage."""
+        content: list[dict[str, Any]] = []
+        if plan.reasoning:
+            content.append(
+                {"type": "thinking", "thinking": plan.reasoning, "signature": _signature_of(plan.reasoning)}
+            )
+        if plan.text:
+            content.append({"type": "text", "text": plan.text})
+        for tool in plan.tools:
+            try:
+                tool_input = orjson.loads(tool.arguments)
+            except orjson.JSONDecodeError:
+                tool_input = {}
+            content.append({"type": "tool_use", "id": tool.id, "name": tool.name, "input": tool_input})
+        body: dict[str, Any] = {
+            "id": response_id,
+            "type": "message",
+            "role": "assistant",
+            "model": view.model,
+            "content": content,
+            "stop_reason": stop_reason_of(plan.finish_reason),
+            "stop_sequence": None,
+        }
+        if scenario.usage != "none":
+            body["usage"] = {"input_tokens": plan.prompt_tokens, "output_tokens": plan.completion_tokens}
+        return body
+
+    def render_error(self, status: int, message: str) -> dict[str, Any]:
+        """Anthropic's ``{"type": "error", "error": {"type", "message"}}`` envelope."""
+        err_type = _ERROR_TYPES.get(status) or ("api_error" if status >= 500 else "invalid_request_error")
+        return {"type": "error", "error": {"type": err_type, "message": message}}
+
+    def render_inband_error(self, message: str) -> dict[str, Any]:
+        """The ``error`` event's object (also the 200 body of a non-stream in-band error)."""
+        return {"type": "error", "error": self._inband_error_object(message)}
+
+    def _inband_error_object(self, message: str) -> dict[str, str]:
+        lowered = message.lower()
+        err_type = "overloaded_error" if "overload" in lowered else "api_error"
+        return {"type": err_type, "message": message}
+
+    def models_list(self, provider: str, models: list[str]) -> dict[str, Any]:
+        """Anthropic's ``GET /v1/models`` body."""
+        data = [
+            {"type": "model", "id": m, "display_name": m, "created_at": "2025-01-01T00:00:00Z"}
+            for m in models
+        ]
+        return {
+            "data": data,
+            "has_more": False,
+            "first_id": models[0] if models else None,
+            "last_id": models[-1] if models else None,
+        }
+
+
+def _structural(event: str, index: int, block: dict[str, Any]) -> Frame:
+    return Frame(_event(event, {"index": index, "content_block": block}), FrameKind.NOISE)
+
+
+def _delta(index: int, delta: dict[str, Any], kind: FrameKind) -> Frame:
+    return Frame(_event("content_block_delta", {"index": index, "delta": delta}), kind)
+
+
+def _stop(index: int) -> Frame:
+    return Frame(_event("content_block_stop", {"index": index}), FrameKind.NOISE)
+
+
+def _signature_of(reasoning: str) -> str:
+    return "sim-sig-" + hashlib.sha256(reasoning.encode()).hexdigest()[:32]
+
+
+def _signature(index: int, reasoning: str) -> Frame:
+    delta = {"type": "signature_delta", "signature": _signature_of(reasoning)}
+    return Frame(_event("content_block_delta", {"index": index, "delta": delta}), FrameKind.NOISE)
+
+
+def _first_content(frames: list[Frame], n: int) -> list[Frame]:
+    """The frames up to (not including) the ``n+1``-th content frame: where an in-band error goes."""
+    seen = 0
+    for i, frame in enumerate(frames):
+        if frame.kind is FrameKind.CONTENT:
+            if seen == n:
+                return frames[:i]
+            seen += 1
+    return list(frames)
+
+
+def _interleave_garbage(frames: list[Frame]) -> list[Frame]:
+    out: list[Frame] = []
+    n = 0
+    last = len(frames) - 1
+    for i, frame in enumerate(frames):
+        out.append(frame)
+        if i < last and frame.kind is not FrameKind.NOISE:
+            out.append(Frame(GARBAGE_FRAMES[n % len(GARBAGE_FRAMES)], FrameKind.NOISE))
+            n += 1
+    return out
+
+
+# ---- request checks (Anthropic's rules and wording) ------------------------------------------------
+
+
+def _check_request(body: Any) -> None:
+    if not isinstance(body, dict):
+        raise WireRequestError("request body must be a JSON object")
+    for key in body:
+        if key not in _TOP_LEVEL:
+            raise WireRequestError(f"{key}: Extra inputs are not permitted")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise WireRequestError("model: Field required")
+    max_tokens = body.get("max_tokens")
+    if "max_tokens" not in body:
+        raise WireRequestError("max_tokens: Field required")
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+        raise WireRequestError("max_tokens: Input should be a valid integer greater than or equal to 1")
+    stream = body.get("stream", False)
+    if stream is not None and not isinstance(stream, bool):
+        raise WireRequestError("stream: Input should be a valid boolean")
+    _check_system(body.get("system"))
+    _check_sampling(body)
+    stops = body.get("stop_sequences")
+    if stops is not None:
+        if not isinstance(stops, list) or not all(isinstance(s, str) for s in stops):
+            raise WireRequestError("stop_sequences: Input should be a valid list of strings")
+        if any(not s.strip() for s in stops):
+            raise WireRequestError("stop_sequences: each stop sequence must contain non-whitespace")
+    has_tools = _check_tools(body.get("tools"), body.get("tool_choice"))
+    uses_tools = _check_messages(body.get("messages"))
+    if uses_tools and not has_tools:
+        raise WireRequestError("Requests which include `tool_use` or `tool_result` blocks must define tools.")
+    _check_thinking(body.get("thinking"), max_tokens, body.get("tool_choice"))
+
+
+def _check_system(system: Any) -> None:
+    if system is None or isinstance(system, str):
+        return
+    if not isinstance(system, list):
+        raise WireRequestError("system: Input should be a valid string or a list of text blocks")
+    for i, block in enumerate(system):
+        if (
+            not isinstance(block, dict)
+            or block.get("type") != "text"
+            or not isinstance(block.get("text"), str)
+        ):
+            raise WireRequestError(f"system.{i}: Input should be a text block")
+        if not block["text"]:
+            raise WireRequestError(f"system.{i}: text content blocks must be non-empty")
+
+
+def _check_sampling(body: dict[str, Any]) -> None:
+    for name, high in (("temperature", 1.0), ("top_p", 1.0)):
+        value = body.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= high:
+            raise WireRequestError(f"{name}: Input should be a number between 0 and {high:g}")
+    top_k = body.get("top_k")
+    if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 0):
+        raise WireRequestError("top_k: Input should be a valid integer greater than or equal to 0")
+
+
+def _check_tools(tools: Any, choice: Any) -> bool:
+    if tools is not None:
+        if not isinstance(tools, list):
+            raise WireRequestError("tools: Input should be a valid list")
+        for i, tool in enumerate(tools):
+            if not isinstance(tool, dict) or not isinstance(tool.get("name"), str) or not tool["name"]:
+                raise WireRequestError(f"tools.{i}.name: Field required")
+            if tool.get("type") not in (None, "custom"):
+                continue  # server tools (web_search_…, bash_…) carry no schema
+            schema = tool.get("input_schema")
+            if not isinstance(schema, dict):
+                raise WireRequestError(f"tools.{i}.input_schema: Field required")
+            if schema.get("type") != "object":
+                raise WireRequestError(f"tools.{i}.input_schema.type: Input should be 'object'")
+    if choice is not None:
+        if not isinstance(choice, dict) or choice.get("type") not in _TOOL_CHOICES:
+            raise WireRequestError(
+                "tool_choice: Input tag does not match any of the expected tags: 'auto', 'any', 'tool', 'none'"
+            )
+        if choice["type"] == "tool" and not isinstance(choice.get("name"), str):
+            raise WireRequestError("tool_choice.tool.name: Field required")
+    return bool(tools)
+
+
+def _check_messages(messages: Any) -> bool:
+    """Roles, blocks and tool pairing; returns whether any tool_use/tool_result block is present."""
+    if not isinstance(messages, list):
+        raise WireRequestError("messages: Field required")
+    if not messages:
+        raise WireRequestError("messages: at least one message is required")
+    uses_tools = False
+    pending: list[str] = []  # tool_use ids of the previous message
+    last = len(messages) - 1
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, dict):
+            raise WireRequestError(f"messages.{i}: Input should be a valid dictionary")
+        role = msg.get("role")
+        if role == "system":
+            raise WireRequestError(
+                f'messages.{i}: Unexpected role "system". The Messages API accepts a top-level `system` '
+                'parameter, not "system" as an input message role.'
+            )
+        if role not in ("user", "assistant"):
+            raise WireRequestError(f"messages.{i}.role: Input should be 'user' or 'assistant'")
+        blocks = _blocks(msg.get("content"), i, role, final=i == last)
+        results = [b["tool_use_id"] for b in blocks if b["type"] == "tool_result"]
+        uses_tools = uses_tools or bool(results) or any(b["type"] == "tool_use" for b in blocks)
+        if pending:
+            leading = []
+            for b in blocks:
+                if b["type"] != "tool_result":
+                    break
+                leading.append(b["tool_use_id"])
+            missing = [tid for tid in pending if tid not in leading]
+            if role != "user" or missing:
+                raise WireRequestError(
+                    f"messages.{i - 1}: `tool_use` ids were found without `tool_result` blocks immediately "
+                    f"after: {', '.join(missing or pending)}. Each `tool_use` block must have a corresponding "
+                    "`tool_result` block in the next message."
+                )
+        unexpected = [tid for tid in results if tid not in pending]
+        if unexpected:
+            raise WireRequestError(
+                f"messages.{i}.content: unexpected `tool_use_id` found in `tool_result` blocks: "
+                f"{', '.join(unexpected)}. Each `tool_result` block must have a corresponding `tool_use` "
+                "block in the previous message."
+            )
+        pending = [b["id"] for b in blocks if b["type"] == "tool_use"] if role == "assistant" else []
+        final_text = blocks[-1].get("text") if i == last and role == "assistant" and blocks else None
+        if isinstance(final_text, str) and final_text != final_text.rstrip():
+            raise WireRequestError("messages: final assistant content cannot end with trailing whitespace")
+    return uses_tools
+
+
+def _blocks(content: Any, i: int, role: str, *, final: bool) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        if not content and not (final and role == "assistant"):
+            raise WireRequestError(f"messages.{i}: {role} messages must have non-empty content")
+        return [{"type": "text", "text": content}] if content else []
+    if not isinstance(content, list):
+        raise WireRequestError(f"messages.{i}.content: Input should be a valid string or list")
+    if not content and not (final and role == "assistant"):
+        raise WireRequestError(f"messages.{i}: {role} messages must have non-empty content")
+    allowed = _USER_BLOCKS if role == "user" else _ASSISTANT_BLOCKS
+    for j, block in enumerate(content):
+        where = f"messages.{i}.content.{j}"
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+            raise WireRequestError(f"{where}: Input should be a valid content block")
+        kind = block["type"]
+        if kind not in allowed:
+            raise WireRequestError(f"{where}.type: '{kind}' blocks are not allowed in {role} messages")
+        if kind == "text":
+            if not isinstance(block.get("text"), str):
+                raise WireRequestError(f"{where}.text: Field required")
+            if not block["text"]:
+                raise WireRequestError(f"{where}: text content blocks must be non-empty")
+        elif kind == "image":
+            _check_image(block.get("source"), where)
+        elif kind == "tool_use":
+            if not isinstance(block.get("id"), str) or not block["id"]:
+                raise WireRequestError(f"{where}.id: Field required")
+            if not isinstance(block.get("name"), str) or not block["name"]:
+                raise WireRequestError(f"{where}.name: Field required")
+            if not isinstance(block.get("input"), dict):
+                raise WireRequestError(f"{where}.input: Input should be a valid dictionary")
+        elif kind == "tool_result":
+            if not isinstance(block.get("tool_use_id"), str) or not block["tool_use_id"]:
+                raise WireRequestError(f"{where}.tool_use_id: Field required")
+            inner = block.get("content")
+            if inner is not None and not isinstance(inner, str | list):
+                raise WireRequestError(f"{where}.content: Input should be a valid string or list")
+    return content
+
+
+def _check_image(source: Any, where: str) -> None:
+    if not isinstance(source, dict):
+        raise WireRequestError(f"{where}.source: Field required")
+    kind = source.get("type")
+    if kind == "base64":
+        if not isinstance(source.get("media_type"), str) or not isinstance(source.get("data"), str):
+            raise WireRequestError(f"{where}.source: base64 sources need media_type and data")
+    elif kind == "url":
+        if not isinstance(source.get("url"), str):
+            raise WireRequestError(f"{where}.source.url: Field required")
+    elif kind != "file":
+        raise WireRequestError(
+            f"{where}.source.type: Input tag '{kind}' is not one of 'base64', 'url', 'file'"
+        )
+
+
+def _check_thinking(thinking: Any, max_tokens: int, choice: Any) -> None:
+    if thinking is None:
+        return
+    if not isinstance(thinking, dict) or thinking.get("type") not in ("enabled", "disabled", "adaptive"):
+        raise WireRequestError(
+            "thinking: Input tag does not match any of the expected tags: 'enabled', 'disabled', 'adaptive'"
+        )
+    if thinking["type"] != "enabled":
+        return
+    budget = thinking.get("budget_tokens")
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < _MIN_THINKING_BUDGET:
+        raise WireRequestError(
+            "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"
+        )
+    if budget >= max_tokens:
+        raise WireRequestError("`max_tokens` must be greater than `thinking.budget_tokens`")
+    if isinstance(choice, dict) and choice.get("type") in ("any", "tool"):
+        raise WireRequestError("Thinking may not be enabled when tool_choice forces tool use.")
+
+
+ANTHROPIC_WIRE: Final = AnthropicWire()
+"""The shared stateless instance."""

@@ -1,0 +1,491 @@
+"""Over the wire: a chat-completions client (the official ``openai`` SDK) through a gateway whose
+providers are ``kind: anthropic`` on the simulator's Anthropic wire.
+
+Checks what the client sees (text, streamed tool calls, reasoning, usage, invisible failover between
+Anthropic- and OpenAI-kind providers in both directions) and what the simulator received. The
+simulator checks every ``/v1/messages`` request the way Anthropic does (unknown fields, roles, empty
+text, tool_use/tool_result pairing, thinking budget, …), so a request it answered is a valid one.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+
+from freellm.sim import SimServer
+from freellm.sim.control import SimControl
+from tests.harness import BackgroundLoop, GatewayServer, gateway_settings, start_gateway, unique
+from tests.integration.helpers import body, sdk, stream_raw, upstream
+
+MODEL = "claude-sonnet-4-5"
+MakeMixed = Callable[..., GatewayServer]
+
+
+@pytest.fixture
+def make_mixed_gateway(
+    servers_loop: BackgroundLoop, sim: SimServer, tmp_path: Path
+) -> Iterator[Callable[..., GatewayServer]]:
+    """``make_mixed_gateway({"ant-1": "anthropic", "oai-1": "openai"})``: a gateway whose chain is those
+    providers (each serving :data:`MODEL`) in order, each of the given kind, all on the simulator."""
+    started: list[GatewayServer] = []
+
+    def factory(kinds: dict[str, str], **kwargs: Any) -> GatewayServer:
+        settings = gateway_settings(
+            tmp_path / f"gw{len(started)}", sim.base_url, {name: [MODEL] for name in kinds}, **kwargs
+        )
+        settings.providers = [p.model_copy(update={"kind": kinds[p.name]}) for p in settings.providers]
+        gw = start_gateway(servers_loop, settings)
+        started.append(gw)
+        return gw
+
+    yield factory
+    for gw in started:
+        gw.close()
+
+
+def one_anthropic(make: MakeMixed) -> tuple[GatewayServer, str]:
+    a = unique("ant")
+    return make({a: "anthropic"}), a
+
+
+def ended(sim_control: SimControl, provider: str) -> list[dict[str, Any]]:
+    return [sim_control.wait_ended(r["id"]) for r in upstream(sim_control, provider)]
+
+
+# -- text ------------------------------------------------------------------------------------------------
+
+
+def test_stream_text_through_anthropic_provider(
+    make_mixed_gateway: MakeMixed, sim_control: SimControl
+) -> None:
+    gw, a = one_anthropic(make_mixed_gateway)
+    sim_control.script(a, {"text": "Bonjour from Claude.", "chunks": 4})
+
+    raw = sdk(gw).chat.completions.with_raw_response.create(
+        model="auto",
+        messages=[{"role": "system", "content": "Answer in French."}, {"role": "user", "content": "hi"}],
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = list(raw.parse())
+
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Bonjour from Claude."
+    assert [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason] == [
+        "stop"
+    ]
+    assert {c.model for c in chunks} == {MODEL}
+    usage = [c.usage for c in chunks if c.usage]
+    assert len(usage) == 1 and usage[0].completion_tokens >= 1 and usage[0].prompt_tokens >= 1
+    assert raw.headers["x-routed-via"] == f"{a}/{MODEL}"
+
+    [record] = ended(sim_control, a)
+    assert record["outcome"] == "completed" and record["status"] == 200
+    assert record["key"] == f"{a}-key-1"  # sent as x-api-key (the simulator reads only that header)
+    sent = record["body"]
+    assert sent == {
+        "model": MODEL,
+        "system": "Answer in French.",
+        "messages": [{"role": "user", "content": "hi"}],
+        "max_tokens": 4096,
+        "stream": True,
+    }
+
+
+def test_non_stream_text_and_usage(make_mixed_gateway: MakeMixed, sim_control: SimControl) -> None:
+    gw, a = one_anthropic(make_mixed_gateway)
+    sim_control.script(a, {"text": "Plain answer."})
+
+    completion = sdk(gw).chat.completions.create(
+        model="auto", messages=[{"role": "user", "content": "hello there"}], max_tokens=50, temperature=1.5
+    )
+
+    assert completion.choices[0].message.content == "Plain answer."
+    assert completion.choices[0].finish_reason == "stop"
+    assert completion.usage is not None and completion.usage.completion_tokens >= 1
+    [record] = ended(sim_control, a)
+    assert record["stream"] is False
+    assert record["body"]["max_tokens"] == 50
+    assert record["body"]["temperature"] == 1.0  # clamped to Anthropic's range
+    assert "stream" not in record["body"]
+
+
+# -- tools -----------------------------------------------------------------------------------------------
+
+
+TOOLS: Any = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_weather",
+            "description": "Weather for a city",
+            "parameters": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}},
+                "required": ["city"],
+            },
+        },
+    }
+]
+
+
+def test_streamed_tool_calls_reach_the_sdk_complete(
+    make_mixed_gateway: MakeMixed, sim_control: SimControl
+) -> None:
+    gw, a = one_anthropic(make_mixed_gateway)
+    sim_control.script(
+        a,
+        {
+            "tool_calls": [
+                {"name": "get_weather", "arguments": {"city": "Paris"}, "id": "toolu_01P"},
+                {"name": "get_weather", "arguments": {"city": "Rome"}, "id": "toolu_01R"},
+            ],
+            "tool_fragments": 4,
+        },
+    )
+
+    client = sdk(gw)
+    with client.chat.completions.stream(
+        model="auto",
+        messages=[{"role": "user", "content": "Weather in Paris and Rome?"}],
+        tools=TOOLS,
+    ) as stream:
+        final = stream.get_final_completion()
+
+    message = final.choices[0].message
+    assert final.choices[0].finish_reason == "tool_calls"
+    assert [(c.id, c.function.name, json.loads(c.function.arguments)) for c in message.tool_calls or []] == [
+        ("toolu_01P", "get_weather", {"city": "Paris"}),
+        ("toolu_01R", "get_weather", {"city": "Rome"}),
+    ]
+    [record] = ended(sim_control, a)
+    assert record["body"]["tools"] == [
+        {
+            "name": "get_weather",
+            "description": "Weather for a city",
+            "input_schema": TOOLS[0]["function"]["parameters"],
+        }
+    ]
+
+
+def test_tool_round_trip_sends_valid_anthropic_history(
+    make_mixed_gateway: MakeMixed, sim_control: SimControl
+) -> None:
+    """Second turn of a tool loop: system top-level, tool_use in the assistant turn, tool_result blocks
+    first in the next user turn, stop_sequences; the simulator (strict like Anthropic) accepts it."""
+    gw, a = one_anthropic(make_mixed_gateway)
+    sim_control.script(a, {"text": "It is 18C in Paris."})
+
+    completion = sdk(gw).chat.completions.create(
+        model="auto",
+        messages=[
+            {"role": "system", "content": "You are a weather bot."},
+            {"role": "user", "content": "Weather in Paris?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_abc.1",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'},
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "call_abc.1", "content": '{"temp_c": 18}'},
+            {"role": "system", "content": "Be brief."},
+        ],
+        tools=TOOLS,
+        stop=["END", "\n\nUser:"],
+        max_tokens=300,
+    )
+
+    assert completion.choices[0].message.content == "It is 18C in Paris."
+    [record] = ended(sim_control, a)
+    assert record["outcome"] == "completed"
+    sent = record["body"]
+    assert sent["system"] == [
+        {"type": "text", "text": "You are a weather bot."},
+        {"type": "text", "text": "Be brief."},
+    ]
+    assert sent["messages"] == [
+        {"role": "user", "content": "Weather in Paris?"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "call_abc_1", "name": "get_weather", "input": {"city": "Paris"}}
+            ],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "call_abc_1", "content": '{"temp_c": 18}'}],
+        },
+    ]
+    assert sent["stop_sequences"] == ["END", "\n\nUser:"]
+    assert sent["max_tokens"] == 300
+    assert "stop" not in sent and "tool_choice" not in sent
+
+
+def test_non_stream_tool_call(make_mixed_gateway: MakeMixed, sim_control: SimControl) -> None:
+    gw, a = one_anthropic(make_mixed_gateway)
+    sim_control.script(
+        a, {"tool_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}, "id": "toolu_9"}]}
+    )
+
+    completion = sdk(gw).chat.completions.create(
+        model="auto",
+        messages=[{"role": "user", "content": "Oslo?"}],
+        tools=TOOLS,
+        tool_choice="required",
+    )
+
+    calls: Any = completion.choices[0].message.tool_calls or []
+    [call] = calls
+    assert (call.id, call.function.name, json.loads(call.function.arguments)) == (
+        "toolu_9",
+        "get_weather",
+        {"city": "Oslo"},
+    )
+    assert completion.choices[0].finish_reason == "tool_calls"
+    [record] = ended(sim_control, a)
+    assert record["body"]["tool_choice"] == {"type": "any"}
+
+
+# -- thinking ---------------------------------------------------------------------------------------------
+
+
+def test_thinking_becomes_reasoning_and_effort_becomes_a_budget(
+    make_mixed_gateway: MakeMixed, sim_control: SimControl
+) -> None:
+    gw, a = one_anthropic(make_mixed_gateway)
+    sim_control.script(a, {"reasoning": "Paris is in France, so...", "text": "Paris."})
+
+    out = stream_raw(gw, body("Capital of France?", reasoning_effort="medium", temperature=0.2))
+
+    assert out.status == 200 and out.errors == []
+    assert out.reasoning == "Paris is in France, so..."
+    assert out.text == "Paris."
+    first_text = next(
+        i for i, c in enumerate(out.chunks) if c["choices"] and c["choices"][0]["delta"].get("content")
+    )
+    assert any(
+        c["choices"][0]["delta"].get("reasoning_content") for c in out.chunks[:first_text] if c["choices"]
+    )
+    [record] = ended(sim_control, a)
+    sent = record["body"]
+    assert sent["thinking"] == {"type": "enabled", "budget_tokens": 8192}
+    assert sent["max_tokens"] == 4096 + 8192  # the budget does not fit under the default: added on top
+    assert "temperature" not in sent  # Anthropic refuses sampling changes with thinking
+
+
+def test_non_stream_reasoning(make_mixed_gateway: MakeMixed, sim_control: SimControl) -> None:
+    gw, a = one_anthropic(make_mixed_gateway)
+    sim_control.script(a, {"reasoning": "deliberating", "text": "Done."})
+
+    completion = sdk(gw).chat.completions.with_raw_response.create(
+        model="auto", messages=[{"role": "user", "content": "x"}], reasoning_effort="low"
+    )
+
+    message = json.loads(completion.text)["choices"][0]["message"]
+    assert message["content"] == "Done."
+    assert message.get("reasoning_content") == "deliberating"
+    [record] = ended(sim_control, a)
+    assert record["body"]["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+
+
+# -- errors and failover ---------------------------------------------------------------------------------
+
+
+def assert_failed_over_once(headers: Any, first: str, second: str, error_class: str) -> None:
+    assert headers["x-routed-via"] == f"{second}/{MODEL}"
+    assert headers["x-fallback-attempts"] == "1"
+    assert headers["x-fallback-trail"] == f"{first}/{MODEL} key1={error_class}"
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["stream", "non-stream"])
+def test_anthropic_429_fails_over_to_openai_provider_invisibly(
+    make_mixed_gateway: MakeMixed, sim_control: SimControl, stream: bool
+) -> None:
+    a, o = unique("ant"), unique("oai")
+    gw = make_mixed_gateway({a: "anthropic", o: "openai"})
+    sim_control.script(
+        a,
+        {
+            "status": 429,
+            "retry_after": 30,
+            "error_message": "Number of requests has exceeded your rate limit",
+        },
+    )
+    sim_control.script(o, {"text": "OpenAI-kind answer."})
+
+    if stream:
+        out = stream_raw(gw, body())
+        assert out.status == 200 and out.errors == [] and out.text == "OpenAI-kind answer."
+        headers = out.headers
+    else:
+        raw = sdk(gw).chat.completions.with_raw_response.create(
+            model="auto", messages=[{"role": "user", "content": "hi"}]
+        )
+        assert raw.parse().choices[0].message.content == "OpenAI-kind answer."
+        headers = raw.headers
+
+    assert_failed_over_once(headers, a, o, "rate_limited")
+    [first] = ended(sim_control, a)
+    assert first["outcome"] == "error_status" and first["status"] == 429
+    [second] = ended(sim_control, o)
+    assert second["body"]["messages"] == [{"role": "user", "content": "Say hello." if stream else "hi"}]
+
+
+def test_openai_429_fails_over_to_anthropic_provider_invisibly(
+    make_mixed_gateway: MakeMixed, sim_control: SimControl
+) -> None:
+    o, a = unique("oai"), unique("ant")
+    gw = make_mixed_gateway({o: "openai", a: "anthropic"})
+    sim_control.script(o, {"status": 429, "retry_after": 30})
+    sim_control.script(a, {"text": "Anthropic-kind answer.", "reasoning": "thinking it over"})
+
+    out = stream_raw(gw, body())
+
+    assert out.status == 200 and out.errors == []
+    assert out.text == "Anthropic-kind answer." and out.reasoning == "thinking it over"
+    assert out.done_count == 1
+    assert_failed_over_once(out.headers, o, a, "rate_limited")
+    [second] = ended(sim_control, a)
+    assert second["body"]["messages"] == [{"role": "user", "content": "Say hello."}]
+
+
+@pytest.mark.parametrize(
+    ("scenario", "error_class"),
+    [
+        ({"status": 529, "error_message": "Overloaded"}, "upstream_error"),
+        ({"status": 401, "error_message": "invalid x-api-key"}, "auth"),
+        (
+            {"status": 400, "error_message": "messages: something the provider refused"},
+            "provider_bad_request",
+        ),
+        ({"inband_error": "Overloaded", "reasoning": "private thoughts"}, "upstream_error"),
+        ({"empty": True}, "empty_completion"),
+        ({"cut_after": 0, "reasoning": "private thoughts"}, "upstream_error"),
+    ],
+    ids=["529-overloaded", "401", "400", "inband-error-event", "empty", "cut-before-content"],
+)
+def test_anthropic_failures_before_content_fail_over_invisibly(
+    make_mixed_gateway: MakeMixed, sim_control: SimControl, scenario: dict[str, Any], error_class: str
+) -> None:
+    a, b = unique("ant"), unique("ant")
+    gw = make_mixed_gateway({a: "anthropic", b: "anthropic"})
+    sim_control.script(a, scenario)
+    sim_control.script(b, {"text": "Second route answers."})
+
+    out = stream_raw(gw, body())
+
+    assert out.status == 200 and out.errors == []
+    assert out.text == "Second route answers."
+    assert "private thoughts" not in "".join(out.data)
+    assert_failed_over_once(out.headers, a, b, error_class)
+
+
+def test_all_anthropic_routes_rate_limited_is_a_429(
+    make_mixed_gateway: MakeMixed, sim_control: SimControl
+) -> None:
+    gw, a = one_anthropic(make_mixed_gateway)
+    sim_control.script(a, {"status": 429, "retry_after": 30})
+
+    with pytest.raises(openai.RateLimitError) as info:
+        sdk(gw).chat.completions.create(model="auto", messages=[{"role": "user", "content": "x"}])
+
+    assert info.value.response.headers.get("retry-after")
+
+
+def test_failure_after_content_is_a_stream_error_not_a_retry(
+    make_mixed_gateway: MakeMixed, sim_control: SimControl
+) -> None:
+    a, b = unique("ant"), unique("oai")
+    gw = make_mixed_gateway({a: "anthropic", b: "openai"})
+    sim_control.script(
+        a, {"text": "aaaabbbbcccc", "chunks": 3, "inband_error": "Overloaded", "inband_error_after": 2}
+    )
+
+    out = stream_raw(gw, body())
+
+    assert out.text == "aaaabbbb"
+    assert [e["type"] for e in out.errors] == ["stream_error"]
+    assert out.data[-1] == "[DONE]"
+    assert upstream(sim_control, b) == []
+
+
+def test_stream_without_message_stop_still_completes(
+    make_mixed_gateway: MakeMixed, sim_control: SimControl
+) -> None:
+    gw, a = one_anthropic(make_mixed_gateway)
+    sim_control.script(a, {"text": "All there.", "done": False, "malformed": True})
+
+    out = stream_raw(gw, body())
+
+    assert out.errors == [] and out.text == "All there."
+    assert [out.chunks[i]["choices"][0]["finish_reason"] for i in out.finish_positions] == ["stop"]
+
+
+# -- the simulator's wire, as the official Anthropic SDK sees it -------------------------------------------
+
+
+def test_simulator_anthropic_wire_satisfies_the_official_sdk(sim: SimServer, sim_control: SimControl) -> None:
+    import anthropic
+
+    p = unique("ant")
+    client = anthropic.Anthropic(base_url=f"{sim.base_url}/{p}", api_key="sk-ant-sdk", max_retries=0)
+    sim_control.script(
+        p,
+        {
+            "reasoning": "Weighing it.",
+            "text": "Let me look.",
+            "tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}, "id": "toolu_01"}],
+        },
+        times=2,
+    )
+    tools: Any = [
+        {
+            "name": "get_weather",
+            "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
+        }
+    ]
+    messages: Any = [{"role": "user", "content": "Weather?"}]
+
+    with client.messages.stream(
+        model=MODEL, max_tokens=3000, messages=messages, tools=tools, system="sys"
+    ) as stream:
+        streamed = stream.get_final_message()
+    created = client.messages.create(model=MODEL, max_tokens=3000, messages=messages, tools=tools)
+
+    for message in (streamed, created):
+        assert [b.type for b in message.content] == ["thinking", "text", "tool_use"]
+        assert message.content[0].thinking == "Weighing it."  # type: ignore[union-attr]
+        assert message.content[1].text == "Let me look."  # type: ignore[union-attr]
+        tool_use = message.content[2]
+        assert (tool_use.id, tool_use.name, tool_use.input) == ("toolu_01", "get_weather", {"city": "Paris"})  # type: ignore[union-attr]
+        assert message.stop_reason == "tool_use"
+        assert message.usage.output_tokens >= 1
+    assert [r["key"] for r in upstream(sim_control, p)] == ["sk-ant-sdk", "sk-ant-sdk"]
+
+    sim_control.script(p, {"status": 529, "error_message": "Overloaded"})
+    with pytest.raises(anthropic.APIStatusError) as info:
+        client.messages.create(model=MODEL, max_tokens=10, messages=messages)
+    assert info.value.status_code == 529
+    assert info.value.body == {
+        "type": "error",
+        "error": {"type": "overloaded_error", "message": "Overloaded"},
+    }
+
+    sim_control.script(p, {"text": "partial answer", "inband_error": "Overloaded", "inband_error_after": 1})
+    with (
+        pytest.raises(anthropic.APIStatusError, match="Overloaded"),
+        client.messages.stream(model=MODEL, max_tokens=10, messages=messages) as stream,
+    ):
+        stream.get_final_message()
+
+    with pytest.raises(anthropic.BadRequestError, match="Extra inputs are not permitted"):
+        client.messages.create(model=MODEL, max_tokens=10, messages=messages, extra_body={"n": 2})
