@@ -140,3 +140,14 @@ class StateStore(Protocol):
     async def get_setting(self, name: str) -> str | None: ...
 
     async def set_setting(self, name: str, value: str) -> None: ...
+
+    # -- stored Responses API responses (``previous_response_id`` chains, GET/DELETE by id) ----------
+    async def put_response(self, response_id: str, doc: dict[str, Any], expires_at: float) -> None:
+        """Store (or replace) a response document until ``expires_at``. ``doc`` must be JSON-ready and
+        is not copied: the caller must not change it afterwards."""
+
+    async def get_response(self, response_id: str, now: float) -> dict[str, Any] | None:
+        """The stored document, or None when unknown, deleted or expired. Treat it as read-only."""
+
+    async def delete_response(self, response_id: str, now: float) -> bool:
+        """Remove a stored response; False when there was none (or it had expired)."""

@@ -12,6 +12,8 @@ Memory stays bounded under any load:
   O(1) amortised whatever the request rate;
 * events keep a capped deque of timestamps per (name, scope), pruned to the longest window asked;
 * the request log is a ring of the newest ``request_log_size`` rows;
+* stored responses are capped at ``response_cap`` documents (the oldest stored goes first); expired
+  ones are dropped when read;
 * expired cooldowns and leases are dropped lazily when their scope is touched (leases also by a periodic
   sweep, so leaked leases of scopes never read again don't pile up).
 
@@ -25,9 +27,9 @@ from __future__ import annotations
 
 import itertools
 import secrets
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Iterator
-from typing import Final
+from typing import Any, Final
 
 from freellm.store.base import CooldownRecord, RequestLogRow, UsageSnapshot
 
@@ -130,7 +132,9 @@ class MemoryStore:
     Each instance is independent: there is no module-level state.
     """
 
-    def __init__(self, *, request_log_size: int = 10_000, event_cap: int = 10_000) -> None:
+    def __init__(
+        self, *, request_log_size: int = 10_000, event_cap: int = 10_000, response_cap: int = 10_000
+    ) -> None:
         self._cooldowns: dict[str, CooldownRecord] = {}
         self._usage: dict[str, _ScopeUsage] = {}
         self._leases: dict[str, dict[str, tuple[int, float]]] = {}
@@ -144,6 +148,9 @@ class MemoryStore:
         self._event_cap = event_cap
         self._requests: deque[RequestLogRow] = deque(maxlen=request_log_size)
         self._settings: dict[str, str] = {}
+        self._responses: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
+        """response id → (expires_at, document), oldest stored first."""
+        self._response_cap = max(1, response_cap)
 
     # -- lifecycle ------------------------------------------------------------------------------------
     async def open(self) -> None:
@@ -339,6 +346,33 @@ class MemoryStore:
 
     async def set_setting(self, name: str, value: str) -> None:
         self._settings[name] = value
+
+    # -- stored responses -----------------------------------------------------------------------------
+    def _put_response(self, response_id: str, doc: dict[str, Any], expires_at: float) -> None:
+        responses = self._responses
+        responses[response_id] = (expires_at, doc)
+        responses.move_to_end(response_id)
+        while len(responses) > self._response_cap:
+            responses.popitem(last=False)
+
+    def _get_response(self, response_id: str, now: float) -> dict[str, Any] | None:
+        entry = self._responses.get(response_id)
+        if entry is None:
+            return None
+        if entry[0] <= now:
+            del self._responses[response_id]
+            return None
+        return entry[1]
+
+    async def put_response(self, response_id: str, doc: dict[str, Any], expires_at: float) -> None:
+        self._put_response(response_id, doc, expires_at)
+
+    async def get_response(self, response_id: str, now: float) -> dict[str, Any] | None:
+        return self._get_response(response_id, now)
+
+    async def delete_response(self, response_id: str, now: float) -> bool:
+        entry = self._responses.pop(response_id, None)
+        return entry is not None and entry[0] > now
 
 
 _EMPTY_USAGE: Final = UsageSnapshot()

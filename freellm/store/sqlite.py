@@ -28,13 +28,23 @@ Design
   measured 3.8 µs on ``MemoryStore`` and 6.2 µs here with ``log_request`` and flushing running.
 * **Layout.** ``meta(schema_version)``, ``cooldowns``, ``usage`` (per scope and minute: the same
   buckets the 24 h window uses, so a day of a busy key is ≤ 1 440 rows), ``events``, ``settings`` and
-  ``requests`` (one column per :class:`RequestLogRow` field, ``extra`` as JSON). WAL journal,
+  ``requests`` (one column per :class:`RequestLogRow` field, ``extra`` as JSON), and since schema
+  version 2 ``responses`` (stored Responses API documents as JSON, with their expiry). WAL journal,
   ``synchronous=NORMAL``: a killed process loses what it had not flushed yet (≤ ``flush_interval_s`` of
   writes; a clean shutdown loses nothing), a power cut may also lose the last commit — acceptable for
   this state.
 * **Retention.** ``open()`` and then the background task once an hour delete usage older than 24 h,
-  events older than ``event_retention_s``, expired cooldowns and request rows older than
-  ``retention_days``.
+  events older than ``event_retention_s``, expired cooldowns, expired stored responses and request rows
+  older than ``retention_days``.
+* **Stored responses** are the one exception to "memory is authoritative": they can be large and live
+  for weeks, so memory keeps only the newest ``response_cache_size`` of them (plus the pending batch) and
+  a miss reads the row on the database thread. Reads are queued behind every earlier write, so they
+  always see it. Puts and deletes are written through (``put_response`` returns once the row is
+  committed), so worker processes sharing the file see each other's responses at once; a response
+  another worker *deleted* may still be served from this worker's memory until it leaves it.
+* **Schema versions.** ``meta.schema_version`` names the layout. ``_SCHEMA`` is version 1; each later
+  version is a migration in ``_MIGRATIONS``, applied in order (in the opening transaction) to a database
+  that is older. A database newer than this code is refused.
 """
 
 from __future__ import annotations
@@ -60,7 +70,7 @@ __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 
 _T = TypeVar("_T")
 
@@ -114,6 +124,18 @@ CREATE TABLE IF NOT EXISTS requests (
 CREATE INDEX IF NOT EXISTS requests_ts ON requests (ts);
 """
 
+_MIGRATIONS: Final[dict[int, str]] = {
+    2: """
+CREATE TABLE IF NOT EXISTS responses (
+    id         TEXT PRIMARY KEY,
+    expires_at REAL NOT NULL,
+    doc        TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS responses_expires ON responses (expires_at);
+""",
+}
+"""version → the statements that bring a database of the previous version to it."""
+
 _REQUEST_COLUMNS: Final = (
     "request_id, ts, surface, requested_model, route, status, stream, attempts, latency_ms, ttfb_ms, "
     "tokens_in, tokens_out, error_class, outcome, extra"
@@ -132,6 +154,11 @@ _UPSERT_COOLDOWN: Final = (
 _UPSERT_SETTING: Final = (
     "INSERT INTO settings (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value"
 )
+_UPSERT_RESPONSE: Final = (
+    "INSERT INTO responses (id, expires_at, doc) VALUES (?, ?, ?) "
+    "ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at, doc = excluded.doc"
+)
+_RESPONSE_READ_TRIES: Final = 3
 
 _RequestTuple = tuple[
     str, float, str, str, str | None, int, int, int, int, int | None, int, int, str | None, str, str
@@ -150,9 +177,13 @@ class _Batch:
     """(name, scope, ts) to insert, or (name, scope, None) to clear that name/scope — in order."""
     settings: dict[str, str] = field(default_factory=dict)
     requests: deque[_RequestTuple] = field(default_factory=deque)
+    responses: dict[str, tuple[float, str] | None] = field(default_factory=dict)
+    """response id → (expires_at, document JSON) to upsert, or None to delete. Last state wins."""
 
     def __bool__(self) -> bool:
-        return bool(self.cooldowns or self.usage or self.events or self.settings or self.requests)
+        return bool(
+            self.cooldowns or self.usage or self.events or self.settings or self.requests or self.responses
+        )
 
     def merge_newer(self, newer: _Batch, max_requests: int) -> None:
         """Fold ``newer`` (written after this one) into this batch, keeping write order."""
@@ -166,6 +197,7 @@ class _Batch:
                 acc[1] += tokens
         self.events.extend(newer.events)
         self.settings.update(newer.settings)
+        self.responses.update(newer.responses)
         self.requests.extend(newer.requests)
         while len(self.requests) > max_requests:
             self.requests.popleft()
@@ -241,9 +273,10 @@ class SQLiteStore(MemoryStore):
         max_pending_requests: int = 100_000,
         request_log_size: int = 10_000,
         event_cap: int = 10_000,
+        response_cache_size: int = 1_000,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        super().__init__(request_log_size=request_log_size, event_cap=event_cap)
+        super().__init__(request_log_size=request_log_size, event_cap=event_cap, response_cap=response_cache_size)
         self.path = Path(path)
         self._retention_s = retention_days * DAY_S
         self._event_retention_s = event_retention_s
@@ -260,6 +293,8 @@ class SQLiteStore(MemoryStore):
         self._con: sqlite3.Connection | None = None
         self._task: asyncio.Task[None] | None = None
         self._closed = False
+        self._response_writes = 0
+        """Bumped by every put/delete of a stored response (a disk read racing one is retried)."""
 
     # -- lifecycle ------------------------------------------------------------------------------------
     async def open(self) -> None:
@@ -380,6 +415,44 @@ class SQLiteStore(MemoryStore):
         if len(pending) > self._max_pending_requests:  # only when the disk keeps failing
             pending.popleft()
 
+    async def put_response(self, response_id: str, doc: dict[str, Any], expires_at: float) -> None:
+        """Cached in memory and written through at once (not after ``flush_interval_s``): another
+        worker process on the same database may be asked for it by the client's very next request."""
+        encoded = orjson.dumps(doc).decode()  # first: a document that cannot be stored is not cached
+        self._put_response(response_id, doc, expires_at)
+        self._pending.responses[response_id] = (expires_at, encoded)
+        self._response_writes += 1
+        await self.flush()
+
+    async def get_response(self, response_id: str, now: float) -> dict[str, Any] | None:
+        """From memory (newest responses and the pending batch), else from the database."""
+        for _ in range(_RESPONSE_READ_TRIES):
+            doc = self._get_response(response_id, now)
+            if doc is not None:
+                return doc
+            if response_id in self._pending.responses:
+                return _decode_response(self._pending.responses[response_id], now)
+            if self._executor is None:
+                return None
+            writes = self._response_writes
+            row = await self._run(self._get_response_sync, response_id)
+            if writes == self._response_writes:
+                doc = _decode_response(row, now)
+                if doc is not None and row is not None:
+                    self._put_response(response_id, doc, row[0])
+                return doc
+            # A put or delete ran while the row was read: the answer may be stale, read again.
+        return self._get_response(response_id, now)
+
+    async def delete_response(self, response_id: str, now: float) -> bool:
+        """Written through at once, like :meth:`put_response`."""
+        existed = await self.get_response(response_id, now) is not None
+        self._responses.pop(response_id, None)
+        self._pending.responses[response_id] = None
+        self._response_writes += 1
+        await self.flush()
+        return existed
+
     async def recent_requests(self, limit: int = 100) -> list[RequestLogRow]:
         """Newest first: from the in-memory ring when it holds enough rows, else from the database."""
         if limit <= 0:
@@ -413,13 +486,20 @@ class SQLiteStore(MemoryStore):
                 if statement.strip():
                     con.execute(statement)
             row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-            if row is None:
-                con.execute(
-                    "INSERT INTO meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
-                )
-            elif int(row[0]) > SCHEMA_VERSION:
+            version = 1 if row is None else int(row[0])
+            if version > SCHEMA_VERSION:
                 raise RuntimeError(
                     f"{self.path} has schema version {row[0]}, newer than this freellm ({SCHEMA_VERSION})"
+                )
+            for target in range(version + 1, SCHEMA_VERSION + 1):
+                for statement in _MIGRATIONS[target].split(";"):
+                    if statement.strip():
+                        con.execute(statement)
+            if row is None or version != SCHEMA_VERSION:
+                con.execute(
+                    "INSERT INTO meta (key, value) VALUES ('schema_version', ?) "
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    (str(SCHEMA_VERSION),),
                 )
             self._prune_in_txn(con, now)
             con.execute("COMMIT")
@@ -451,6 +531,7 @@ class SQLiteStore(MemoryStore):
         con.execute("DELETE FROM events WHERE ts <= ?", (now - self._event_retention_s,))
         con.execute("DELETE FROM cooldowns WHERE until <= ?", (now,))
         con.execute("DELETE FROM requests WHERE ts < ?", (now - self._retention_s,))
+        con.execute("DELETE FROM responses WHERE expires_at <= ?", (now,))
 
     def _prune_sync(self, now: float) -> None:
         con = self._con
@@ -510,10 +591,27 @@ class SQLiteStore(MemoryStore):
                 con.executemany(_UPSERT_SETTING, batch.settings.items())
             if batch.requests:
                 con.executemany(_INSERT_REQUEST, batch.requests)
+            if batch.responses:
+                deleted = [(rid,) for rid, entry in batch.responses.items() if entry is None]
+                if deleted:
+                    con.executemany("DELETE FROM responses WHERE id = ?", deleted)
+                stored = [(rid, e[0], e[1]) for rid, e in batch.responses.items() if e is not None]
+                if stored:
+                    con.executemany(_UPSERT_RESPONSE, stored)
         except BaseException:
             con.execute("ROLLBACK")
             raise
         con.execute("COMMIT")
+
+    def _get_response_sync(self, response_id: str) -> tuple[float, str] | None:
+        failed = self._failed  # a write that failed is still the newest state of its rows
+        if failed is not None and response_id in failed.responses:
+            return failed.responses[response_id]
+        con = self._con
+        if con is None:
+            return None
+        row = con.execute("SELECT expires_at, doc FROM responses WHERE id = ?", (response_id,)).fetchone()
+        return None if row is None else (row[0], row[1])
 
     def _recent_sync(self, limit: int) -> list[tuple[Any, ...]]:
         con = self._con
@@ -537,6 +635,17 @@ class SQLiteStore(MemoryStore):
         for name, scope, ts in loaded.events:
             self._restore_event(name, scope, ts)
         self._settings.update(loaded.settings)
+
+
+def _decode_response(entry: tuple[float, str] | None, now: float) -> dict[str, Any] | None:
+    if entry is None or entry[0] <= now:
+        return None
+    try:
+        doc = orjson.loads(entry[1])
+    except orjson.JSONDecodeError:
+        log.warning("freellm state store: a stored response is not valid JSON; ignoring it")
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
 def _retrieve(fut: asyncio.Future[None]) -> None:

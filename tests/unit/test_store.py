@@ -254,6 +254,34 @@ async def test_request_log(store: MemoryStore) -> None:
     assert await store.recent_requests(0) == []
 
 
+def response_doc(rid: str, text: str = "hello") -> dict[str, object]:
+    return {"v": 1, "response": {"id": rid, "object": "response", "output_text": text}, "input": [], "output": []}
+
+
+async def test_responses_put_get_delete(store: MemoryStore) -> None:
+    assert await store.get_response("resp_1", T0) is None
+    doc = response_doc("resp_1")
+    await store.put_response("resp_1", doc, T0 + 100)
+    assert await store.get_response("resp_1", T0) == doc
+    assert await store.get_response("resp_2", T0) is None
+    replaced = response_doc("resp_1", "again")
+    await store.put_response("resp_1", replaced, T0 + 100)
+    assert await store.get_response("resp_1", T0) == replaced
+    assert await store.delete_response("resp_1", T0) is True
+    assert await store.get_response("resp_1", T0) is None
+    assert await store.delete_response("resp_1", T0) is False  # already gone
+    assert await store.delete_response("resp_never", T0) is False
+
+
+async def test_responses_expire(store: MemoryStore) -> None:
+    await store.put_response("resp_1", response_doc("resp_1"), T0 + 100)
+    assert await store.get_response("resp_1", T0 + 99.9) is not None
+    assert await store.get_response("resp_1", T0 + 100) is None  # ends exactly at expires_at
+    await store.put_response("resp_2", response_doc("resp_2"), T0 + 100)
+    assert await store.delete_response("resp_2", T0 + 200) is False  # an expired one is not "deleted"
+    assert await store.get_response("resp_2", T0) is None
+
+
 # -- MemoryStore specifics ----------------------------------------------------------------------------
 
 
@@ -273,6 +301,13 @@ async def test_memory_stays_bounded() -> None:
     u = await s.usage(A, T0 + 200_000)
     assert u.requests_minute == 60  # seconds 199 940 … 199 999 (their buckets end after now - 60)
     assert 86_400 <= u.requests_day <= 86_460
+
+
+async def test_memory_responses_bounded() -> None:
+    s = MemoryStore(response_cap=3)
+    for i in range(5):
+        await s.put_response(f"resp_{i}", response_doc(f"resp_{i}"), T0 + 100)
+    assert [await s.get_response(f"resp_{i}", T0) is not None for i in range(5)] == [False, False, True, True, True]
 
 
 async def test_memory_stores_independent() -> None:
@@ -525,6 +560,114 @@ async def test_sqlite_stores_independent(tmp_path: Path) -> None:
     assert (await r2.usage(A, T0)).requests_day == 0
     await r1.close()
     await r2.close()
+
+
+async def test_sqlite_responses_persist_across_restart(tmp_path: Path) -> None:
+    path = tmp_path / "freellm.db"
+    s1 = SQLiteStore(path, clock=fixed_clock(T0), flush_interval_s=3600)
+    await s1.open()
+    big = {**response_doc("resp_big"), "input": [{"role": "user", "content": "x" * 100_000}]}
+    await s1.put_response("resp_big", big, T0 + 100)
+    await s1.put_response("resp_gone", response_doc("resp_gone"), T0 + 100)
+    await s1.put_response("resp_old", response_doc("resp_old"), T0 + 10)
+    assert db_rows(path, "SELECT count(*) FROM responses") == [(3,)]  # written through, not behind
+    assert await s1.delete_response("resp_gone", T0) is True
+    assert db_rows(path, "SELECT id FROM responses ORDER BY id") == [("resp_big",), ("resp_old",)]
+    await s1.close()
+
+    s2 = SQLiteStore(path, clock=fixed_clock(T0 + 50))  # resp_old expired meanwhile: pruned on open
+    await s2.open()
+    try:
+        assert db_rows(path, "SELECT id FROM responses") == [("resp_big",)]
+        assert await s2.get_response("resp_big", T0 + 50) == big  # read from disk
+        assert await s2.get_response("resp_gone", T0 + 50) is None
+        assert await s2.get_response("resp_old", T0 + 50) is None
+        assert await s2.delete_response("resp_big", T0 + 50) is True
+        assert await s2.get_response("resp_big", T0 + 50) is None  # the pending delete hides the row
+    finally:
+        await s2.close()
+    assert db_rows(path, "SELECT count(*) FROM responses") == [(0,)]
+
+
+async def test_sqlite_responses_cache_miss_reads_disk(tmp_path: Path) -> None:
+    path = tmp_path / "freellm.db"
+    s = SQLiteStore(path, clock=fixed_clock(T0), flush_interval_s=3600, response_cache_size=2)
+    await s.open()
+    try:
+        docs = {f"resp_{i}": response_doc(f"resp_{i}") for i in range(5)}
+        for rid, doc in docs.items():
+            await s.put_response(rid, doc, T0 + 100)
+        assert len(s._responses) == 2  # resp_0..2 left the memory cache: read back from disk
+        for rid, doc in docs.items():
+            assert await s.get_response(rid, T0) == doc
+        assert await s.delete_response("resp_0", T0) is True
+        assert await s.get_response("resp_0", T0) is None
+        assert await s.delete_response("resp_0", T0) is False
+    finally:
+        await s.close()
+
+
+async def test_sqlite_responses_seen_by_another_store_on_the_same_file(tmp_path: Path) -> None:
+    """Two worker processes share one database: a response one stores, the other can read at once."""
+    path = tmp_path / "freellm.db"
+    a = SQLiteStore(path, clock=fixed_clock(T0), flush_interval_s=3600)
+    b = SQLiteStore(path, clock=fixed_clock(T0), flush_interval_s=3600)
+    await a.open()
+    await b.open()
+    try:
+        await a.put_response("resp_1", response_doc("resp_1"), T0 + 100)
+        assert await b.get_response("resp_1", T0) == response_doc("resp_1")
+        await a.put_response("resp_2", response_doc("resp_2"), T0 + 100)
+        assert await b.delete_response("resp_2", T0) is True
+        assert await a.get_response("resp_3", T0) is None
+        assert db_rows(path, "SELECT id FROM responses") == [("resp_1",)]
+    finally:
+        await a.close()
+        await b.close()
+
+
+async def test_sqlite_response_read_racing_a_delete_is_not_stale(tmp_path: Path) -> None:
+    path = tmp_path / "freellm.db"
+    s = SQLiteStore(path, clock=fixed_clock(T0), flush_interval_s=3600, response_cache_size=1)
+    await s.open()
+    try:
+        await s.put_response("resp_a", response_doc("resp_a"), T0 + 100)
+        await s.put_response("resp_b", response_doc("resp_b"), T0 + 100)  # evicts resp_a from memory
+        await s.flush()
+        read = asyncio.create_task(s.get_response("resp_a", T0))
+        await asyncio.sleep(0)  # the read is on the database thread
+        assert await s.delete_response("resp_a", T0) is True
+        assert await read in (None, response_doc("resp_a"))  # either side of the delete is fine…
+        assert await s.get_response("resp_a", T0) is None  # …but the row read must not come back cached
+    finally:
+        await s.close()
+
+
+async def test_sqlite_migrates_a_version_1_database(tmp_path: Path) -> None:
+    path = tmp_path / "freellm.db"
+    s1 = SQLiteStore(path, clock=fixed_clock(T0))
+    await s1.open()
+    await s1.log_request(make_row(1))
+    await s1.set_setting("k", "v")
+    await s1.close()
+    # Make it what version 1 wrote: no responses table, version 1.
+    con = sqlite3.connect(path)
+    con.execute("DROP TABLE responses")
+    con.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    con.commit()
+    con.close()
+    s2 = SQLiteStore(path, clock=fixed_clock(T0))
+    await s2.open()
+    try:
+        assert db_rows(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
+        assert await s2.get_setting("k") == "v"
+        assert [r.request_id for r in await s2.recent_requests(5)] == ["req-1"]
+        await s2.put_response("resp_1", response_doc("resp_1"), T0 + 100)
+        await s2.flush()
+        assert db_rows(path, "SELECT id FROM responses") == [("resp_1",)]
+    finally:
+        await s2.close()
+    assert SCHEMA_VERSION == 2
 
 
 async def test_sqlite_newer_schema_refused(tmp_path: Path) -> None:
