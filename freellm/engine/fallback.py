@@ -90,7 +90,11 @@ class FallbackLoop:
                     break
                 continue
             except HedgeExpired:
-                state.trail.append(self._entry(ctx, attempt, "timeout", "time budget exhausted", started))
+                # No cooldown or penalty (the budget ran out, not the provider), but it *is* the last
+                # error: exhaustion must not be decided by an earlier attempt's failure.
+                hedged = classify(UpstreamError("time budget exhausted", timeout=True))
+                state.trail.append(self._entry(ctx, attempt, hedged.error_class, hedged.message, started))
+                state.failures.append(hedged)
                 state.budget_ran_out = True
                 break
             finally:

@@ -255,7 +255,8 @@ class StreamPump:
                 raise UpstreamError("unparseable inline tool-call dialect", skip_model=True)
             calls.extend(rescue.calls)
             held = rescue.clean_text.strip()
-        calls = self._repair(calls)
+        # Repaired calls whose arguments are still not JSON are dropped: no client can execute them.
+        calls = [c for c in self._repair(calls) if _is_json(c.arguments)]
         self._held = held
         if not held and not self._text_len and not calls:
             length = self._finish == "length"
@@ -340,3 +341,11 @@ def _error_text(err: Any) -> str:
 
 def _dumps(value: Any) -> str:
     return orjson.dumps(value).decode()
+
+
+def _is_json(text: str) -> bool:
+    try:
+        orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return False
+    return True

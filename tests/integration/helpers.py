@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,19 +18,39 @@ import httpx2 as httpx
 from openai import OpenAI
 
 from freellm.sim.control import SimControl
-from tests.harness import CLIENT_KEY, GatewayServer
+from tests.harness import CLIENT_KEY, GatewayServer, unique
 
 __all__ = [
     "AUTH",
+    "MODEL",
+    "MakeGateway",
     "RawStream",
     "body",
     "directive",
+    "ended",
+    "one_route",
     "sdk",
     "stream_raw",
+    "two_routes",
     "upstream",
 ]
 
 AUTH = {"Authorization": f"Bearer {CLIENT_KEY}"}
+MODEL = "model-x"
+
+MakeGateway = Callable[..., GatewayServer]
+
+
+def one_route(make_gateway: MakeGateway, **kwargs: Any) -> tuple[GatewayServer, str]:
+    """A gateway with one route, ``alpha-…/model-x`` (a fresh provider name)."""
+    a = unique("alpha")
+    return make_gateway({a: [MODEL]}, **kwargs), a
+
+
+def two_routes(make_gateway: MakeGateway, **kwargs: Any) -> tuple[GatewayServer, str, str]:
+    """A gateway whose chain is ``alpha-…/model-x`` then ``beta-…/model-x`` (fresh provider names)."""
+    a, b = unique("alpha"), unique("beta")
+    return make_gateway({a: [MODEL], b: [MODEL]}, **kwargs), a, b
 
 
 def sdk(gw: GatewayServer, timeout: float = 15.0) -> OpenAI:
@@ -139,3 +160,8 @@ def stream_raw(
 def upstream(sim_control: SimControl, provider: str) -> list[dict[str, Any]]:
     """What the simulator received for ``provider``, oldest first."""
     return sim_control.requests(provider=provider)
+
+
+def ended(sim_control: SimControl, provider: str) -> list[dict[str, Any]]:
+    """The simulator's log for ``provider``, each entry waited on until its request has ended."""
+    return [sim_control.wait_ended(r["id"]) for r in upstream(sim_control, provider)]
