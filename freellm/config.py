@@ -134,9 +134,10 @@ class FallbackConfig(_Model):
 
 class StreamConfig(_Model):
     first_byte_timeout_s: float | None = None
-    """Overrides every provider's ``timeout_s`` when set."""
+    """Time for an upstream to answer (status + headers; the whole body when not streaming).
+    Overrides every provider's ``timeout_s`` when set."""
     stall_timeout_s: float = 90.0
-    """Longest silence allowed between two upstream reads once the stream has started."""
+    """Longest silence allowed on a streamed answer once its headers arrived (first read included)."""
     dialect_hold_chars: int = 256
     connect_timeout_s: float = 10.0
 

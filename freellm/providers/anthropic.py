@@ -72,7 +72,7 @@ class AnthropicProvider:
             self._session, self._url, payload, headers, timeouts, message_of=anthropic_error_message
         )
         if stream:
-            return AnthropicStream(resp, deadline)
+            return AnthropicStream(resp, timeouts.stall)
         raw = await read_body(resp, deadline)
         try:
             message = orjson.loads(raw)
@@ -93,8 +93,8 @@ class AnthropicStream(SSEStream):
 
     __slots__ = ("_translator",)
 
-    def __init__(self, resp: aiohttp.ClientResponse, first_byte_deadline: float) -> None:
-        super().__init__(resp, first_byte_deadline)
+    def __init__(self, resp: aiohttp.ClientResponse, stall_s: float) -> None:
+        super().__init__(resp, stall_s)
         self._translator = AnthropicStreamTranslator()
 
     def _frames(self, payloads: list[bytes]) -> None:

@@ -2,9 +2,10 @@
 
 Every provider maps I/O failures the same way, so the fallback loop sees the same facts whatever the wire:
 
-* the request must be answered (headers) within ``timeouts.first_byte``, else ``UpstreamError(timeout)``;
-  the first body read shares that deadline (an upstream that sends headers and then nothing is a
-  first-byte timeout too); later reads may be silent for at most ``timeouts.stall``;
+* the request must be answered (status and headers) within ``timeouts.first_byte``, else
+  ``UpstreamError(timeout)``; a non-stream body must arrive within that deadline too;
+* once a stream's headers arrived, every read may be silent for at most ``timeouts.stall`` (an
+  upstream that sends headers and then nothing is a stalled stream);
 * aiohttp client errors become transport ``UpstreamError`` s (:func:`transport_error`);
 * an HTTP status ≥ 400 becomes ``UpstreamError(status=…, retry_after_s=…, body=…)`` worded by
   :func:`~freellm.engine.failure.http_error_message`, which the classifier relies on.
@@ -86,7 +87,9 @@ async def post_json(
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeouts.first_byte
-    timeout = aiohttp.ClientTimeout(total=None, connect=timeouts.connect, sock_read=timeouts.stall)
+    # No aiohttp read timeout: the first read shares the first-byte deadline, later reads get the
+    # stall limit (SSEStream), so a slow first byte allowed by its own timeout is never cut as a stall.
+    timeout = aiohttp.ClientTimeout(total=None, connect=timeouts.connect)
     try:
         async with asyncio.timeout_at(deadline):
             resp = await session.post(url, data=payload, headers=dict(headers), timeout=timeout)
@@ -147,13 +150,13 @@ class SSEStream:
     the same read are handed out first, then the error is raised.
     """
 
-    __slots__ = ("_deadline", "_decoder", "_error", "_pending", "_resp", "saw_done")
+    __slots__ = ("_decoder", "_error", "_pending", "_resp", "_stall", "saw_done")
 
-    def __init__(self, resp: aiohttp.ClientResponse, first_byte_deadline: float) -> None:
+    def __init__(self, resp: aiohttp.ClientResponse, stall_s: float) -> None:
         self._resp = resp
+        self._stall = stall_s
         self._decoder = SSEDecoder()
         self._pending: list[Chunk] = []
-        self._deadline: float | None = first_byte_deadline
         self._error: UpstreamError | None = None
         self.saw_done = False
 
@@ -189,19 +192,10 @@ class SSEStream:
 
     async def _read(self) -> bytes:
         try:
-            if self._deadline is not None:
-                try:
-                    async with asyncio.timeout_at(self._deadline):
-                        data = await self._resp.content.readany()
-                except TimeoutError as exc:
-                    raise UpstreamError(
-                        "no first byte: upstream sent headers, then nothing", timeout=True
-                    ) from exc
-                self._deadline = None
-                return data
-            return await self._resp.content.readany()
-        except aiohttp.ServerTimeoutError as exc:
-            raise UpstreamError("stream stalled: no data between reads", timeout=True) from exc
+            async with asyncio.timeout(self._stall):
+                return await self._resp.content.readany()
+        except TimeoutError as exc:
+            raise UpstreamError(f"stream stalled: no data for {self._stall:g}s", timeout=True) from exc
         except aiohttp.ClientError as exc:
             raise transport_error(exc, mid_stream=True) from exc
 

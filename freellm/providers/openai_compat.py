@@ -58,7 +58,7 @@ class OpenAICompatProvider:
         resp, deadline = await post_json(self._session, self._url, orjson.dumps(body), headers, timeouts)
         if not stream:
             return await _read_completion(resp, deadline)
-        return OpenAIStream(resp, deadline)
+        return OpenAIStream(resp, timeouts.stall)
 
 
 class OpenAIStream(SSEStream):

@@ -482,16 +482,6 @@ def test_committed_stream_is_never_cut_by_the_time_budget(make_gateway: MakeGate
     assert out.data[-1] == "[DONE]"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "gateway bug in freellm/providers/http.py (post_json / SSEStream._read): aiohttp's sock_read is set "
-        "to stream.stall_timeout_s for the whole response, so it also bounds the wait for the response "
-        "headers and the first read. With stall_timeout_s < the first-byte timeout, a slow-but-allowed "
-        "first byte is booked as a timeout and fails over (spec §4: the first read gets "
-        "max(first-byte timeout, stall limit); only later reads get the stall limit)."
-    ),
-)
 def test_slow_first_byte_within_the_first_byte_timeout_is_not_a_stall(
     make_gateway: MakeGateway, sim_control: SimControl
 ) -> None:
