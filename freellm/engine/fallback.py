@@ -65,7 +65,7 @@ class FallbackLoop:
                 if number == 0:
                     raise exhausted_without_attempts(
                         pick.diagnostics,
-                        retry_at_ms=await self._soonest_retry_ms(),
+                        retry_at_ms=await self._soonest_retry_ms(pick.window_frees_at),
                         now_ms=int(time.time() * 1000),
                     )
                 break
@@ -204,11 +204,13 @@ class FallbackLoop:
         await self._store.clear_events("rate_limit", scope)
         await self._store.clear_events("empty_length", scope)
 
-    async def _soonest_retry_ms(self) -> int | None:
+    async def _soonest_retry_ms(self, window_frees_at: float | None = None) -> int | None:
+        """Soonest moment a route may serve again: any cooldown's end, or a full rate window freeing."""
         active = await self._store.active_cooldowns(time.time())
-        if not active:
-            return None
-        return int(min(r.until for r in active.values()) * 1000)
+        candidates = [r.until for r in active.values()]
+        if window_frees_at is not None:
+            candidates.append(window_frees_at)
+        return int(min(candidates) * 1000) if candidates else None
 
     @staticmethod
     def _entry(ctx: RequestContext, attempt: Attempt, error_class: str, message: str, started: float) -> TrailEntry:

@@ -47,6 +47,8 @@ class Pick:
     choice: tuple[ModelRoute, KeyRef] | None
     lease_id: str = ""
     diagnostics: list[RouteDiagnostic] = field(default_factory=list)
+    window_frees_at: float | None = None
+    """Soonest time (epoch s) a full rate window frees a skipped key, for ``retryAtMs``."""
 
 
 class Router:
@@ -70,6 +72,7 @@ class Router:
 
     async def pick(self, plan: Plan, needs: Needs, skip: SkipSets, now: float) -> Pick:
         diagnostics: list[RouteDiagnostic] = []
+        frees_at: float | None = None
         lease_ttl = self._settings.fallback.lease_ttl_s
         for route in self.order(plan):
             label = route.label
@@ -106,11 +109,13 @@ class Router:
                 verdict = check_limits(route.limits, usage, needs.estimate)
                 if not verdict.ok:
                     diagnostics.append(RouteDiagnostic(label, verdict.reason or "rpm", f"key{idx + 1} at its limit"))
+                    if verdict.retry_at is not None and (frees_at is None or verdict.retry_at < frees_at):
+                        frees_at = verdict.retry_at
                     continue
                 self._rr[label] = idx + 1
                 lease_id = await self._store.acquire_lease(scope, needs.estimate, now, lease_ttl)
                 return Pick((route, key), lease_id, diagnostics)
-        return Pick(None, "", diagnostics)
+        return Pick(None, "", diagnostics, frees_at)
 
 
 def _capability_gap(route: ModelRoute, needs: Needs) -> tuple[str, str] | None:

@@ -552,12 +552,6 @@ def test_full_rate_window_is_429_without_calling_upstream(
     assert len(sim_calls(sim_control, alpha)) == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine/routing bug: a zero-attempt 429 caused by RPM/RPD/TPM/TPD windows carries no retryAtMs "
-    "or Retry-After (spec §3 zero attempts: '… rpm / tpm … → 429 rate_limit_exceeded + retryAtMs'). "
-    "Router.pick drops LimitVerdict.retry_at and FallbackLoop._soonest_retry_ms only looks at cooldowns.",
-)
 def test_full_rate_window_429_says_when_to_retry(make_gateway: MakeGateway) -> None:
     alpha = unique("alpha")
     gw = make_gateway({alpha: ["model-x"]}, model_options={f"{alpha}/model-x": {"limits": {"rpm": 1}}})
@@ -565,7 +559,8 @@ def test_full_rate_window_429_says_when_to_retry(make_gateway: MakeGateway) -> N
     resp = post_chat(gw, chat_body())
     err = assert_error(resp, 429, "rate_limit_error", "rate_limit_exceeded")
     assert isinstance(err.get("retryAtMs"), int)
-    assert 1 <= int(resp.headers["Retry-After"]) <= 60
+    # The minute window is kept in 1 s buckets, rounded on the safe side: at most 61 s.
+    assert 1 <= int(resp.headers["Retry-After"]) <= 61
 
 
 # ── Pins, groups and the chain ──────────────────────────────────────────────────────────────────────
