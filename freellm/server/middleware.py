@@ -13,7 +13,7 @@ from aiohttp import web
 from freellm.errors import ClientError, Exhausted
 from freellm.server.auth import extract_api_key, key_matches
 from freellm.server.errors import error_response, error_style_for
-from freellm.server.state import GATEWAY
+from freellm.server.state import BASE_HEADERS, GATEWAY, REQUEST_ID
 
 __all__ = ["IPRateLimiter", "edge_middleware"]
 
@@ -49,10 +49,10 @@ async def edge_middleware(request: web.Request, handler: Handler) -> web.StreamR
     request_id = request.headers.get("X-Request-ID") or uuid.uuid4().hex
     if len(request_id) > 128 or not request_id.isprintable():
         request_id = uuid.uuid4().hex
-    request["request_id"] = request_id
+    request[REQUEST_ID] = request_id
     gw = request.app[GATEWAY]
     extra: dict[str, str] = {"X-Request-ID": request_id}
-    request["base_headers"] = extra
+    request[BASE_HEADERS] = extra
     path = request.path
     try:
         if path.startswith("/v1"):

@@ -10,7 +10,7 @@ from aiohttp import web
 
 from freellm.core.request import parse_chat_request
 from freellm.errors import ClientError
-from freellm.server.state import GATEWAY
+from freellm.server.state import BASE_HEADERS, GATEWAY
 from freellm.server.turn_http import respond_turn
 from freellm.surfaces import anthropic_messages, openai_completions, openai_responses
 from freellm.surfaces.openai_chat import ChatRenderer, chat_completion_body
@@ -101,4 +101,4 @@ async def list_models(request: web.Request) -> web.Response:
     entries = [auto, *data]
     if only_available:
         entries = [e for e in entries if e["available"]]
-    return web.json_response({"object": "list", "data": entries}, headers=request["base_headers"])
+    return web.json_response({"object": "list", "data": entries}, headers=request[BASE_HEADERS])

@@ -19,7 +19,7 @@ from freellm.store.base import StateStore
 if TYPE_CHECKING:
     from freellm.server.middleware import IPRateLimiter
 
-__all__ = ["GATEWAY", "Gateway"]
+__all__ = ["BASE_HEADERS", "GATEWAY", "REQUEST_ID", "Gateway"]
 
 
 @dataclass(slots=True)
@@ -58,3 +58,8 @@ class Gateway:
 
 
 GATEWAY = web.AppKey("gateway", Gateway)
+
+REQUEST_ID = web.RequestKey("request_id", str)
+"""The request id (echoed ``X-Request-ID`` or generated), set by the edge middleware."""
+BASE_HEADERS = web.RequestKey("base_headers", dict[str, str])
+"""Headers every response on this request carries (request id, rate-limit window), set at the edge."""

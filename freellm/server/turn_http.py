@@ -23,7 +23,7 @@ from freellm.engine.context import RequestContext, TurnOutcome
 from freellm.errors import ClientError, Exhausted
 from freellm.server.headers import routing_headers
 from freellm.server.sinks import CollectSink, StreamRenderer, StreamSink
-from freellm.server.state import GATEWAY, Gateway
+from freellm.server.state import BASE_HEADERS, GATEWAY, REQUEST_ID, Gateway
 from freellm.store.base import RequestLogRow
 
 __all__ = ["new_context", "respond_turn"]
@@ -36,7 +36,7 @@ OnComplete = Callable[[TurnOutcome], Awaitable[None]]
 
 def new_context(request: web.Request, surface: str) -> RequestContext:
     return RequestContext(
-        request_id=request["request_id"],
+        request_id=request[REQUEST_ID],
         surface=surface,
         started=asyncio.get_running_loop().time(),
         started_wall=time.time(),
@@ -56,7 +56,8 @@ async def respond_turn(
     gw = request.app[GATEWAY]
     ctx = new_context(request, surface)
     settings = gw.settings
-    base_headers: dict[str, str] = {**request["base_headers"], **(headers or {})}
+    edge_headers: dict[str, str] = request[BASE_HEADERS]
+    base_headers = {**edge_headers, **(headers or {})}
     detail = settings.fallback.expose_detail_header
     header_max = settings.server.header_value_max
     outcome: TurnOutcome | None = None

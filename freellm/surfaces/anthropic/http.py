@@ -15,7 +15,7 @@ from aiohttp import web
 from freellm.core.tokens import estimate_input_tokens
 from freellm.engine.context import TurnOutcome
 from freellm.errors import ClientError
-from freellm.server.state import GATEWAY
+from freellm.server.state import BASE_HEADERS, GATEWAY, REQUEST_ID
 from freellm.server.turn_http import respond_turn
 from freellm.surfaces.anthropic.mapping import resolve_model, to_chat_request
 from freellm.surfaces.anthropic.render import MessagesRenderer, message_body, new_message_id
@@ -58,7 +58,7 @@ async def messages(request: web.Request) -> web.StreamResponse:
         surface="anthropic",
         renderer=MessagesRenderer(echo, input_tokens=input_estimate, message_id=message_id),
         render_completion=render,
-        headers={"request-id": request["request_id"]},
+        headers={"request-id": request[REQUEST_ID]},
     )
 
 
@@ -67,7 +67,7 @@ async def count_tokens(request: web.Request) -> web.Response:
     wire = parse_messages_request(await _read_json(request))
     req = to_chat_request(wire, "auto")
     tokens = estimate_input_tokens(req, image_tokens=gw.settings.routing.image_token_estimate)
-    return web.json_response({"input_tokens": tokens}, headers=request["base_headers"])
+    return web.json_response({"input_tokens": tokens}, headers=request[BASE_HEADERS])
 
 
 def list_models(request: web.Request) -> web.Response:
@@ -93,4 +93,4 @@ def list_models(request: web.Request) -> web.Response:
         for model_id, name in dict(entries).items()
     ]
     body = {"data": data, "has_more": False, "first_id": data[0]["id"], "last_id": data[-1]["id"]}
-    return web.json_response(body, headers=request["base_headers"])
+    return web.json_response(body, headers=request[BASE_HEADERS])

@@ -24,7 +24,7 @@ from aiohttp import web
 from freellm.engine.context import TurnOutcome
 from freellm.errors import ClientError, Exhausted
 from freellm.server.errors import register_error_style
-from freellm.server.state import GATEWAY, Gateway
+from freellm.server.state import BASE_HEADERS, GATEWAY, Gateway
 from freellm.server.turn_http import respond_turn
 from freellm.surfaces.responses.ids import IdFactory, random_id
 from freellm.surfaces.responses.objects import ResponseShell, end_status, output_from_result, usage_object
@@ -186,5 +186,5 @@ async def _read_json(request: web.Request) -> Any:
 
 def _json_response(request: web.Request, body: dict[str, Any]) -> web.Response:
     return web.Response(
-        body=orjson.dumps(body), content_type="application/json", headers=request["base_headers"]
+        body=orjson.dumps(body), content_type="application/json", headers=request[BASE_HEADERS]
     )
