@@ -12,7 +12,7 @@ from freellm.core.request import parse_chat_request
 from freellm.errors import ClientError
 from freellm.server.state import BASE_HEADERS, GATEWAY
 from freellm.server.turn_http import respond_turn
-from freellm.surfaces import anthropic_messages, openai_completions, openai_responses
+from freellm.surfaces import anthropic_messages, gemini, openai_completions, openai_responses
 from freellm.surfaces.openai_chat import ChatRenderer, chat_completion_body
 
 __all__ = ["add_routes", "read_json"]
@@ -24,7 +24,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/health", health)
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_get("/v1/models", list_models)
-    for surface in (anthropic_messages, openai_responses, openai_completions):
+    for surface in (anthropic_messages, openai_responses, openai_completions, gemini):
         surface.register(app)
 
 
