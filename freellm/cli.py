@@ -87,9 +87,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     workers = args.workers if args.workers is not None else settings.server.workers
     grace = settings.server.shutdown_grace_s
 
-    def run(_index: int = 0) -> None:
+    def run(index: int | None = None) -> None:
         web.run_app(
-            create_app(settings, client_keys=keys),
+            create_app(settings, client_keys=keys, worker_index=index),
             host=host,
             port=port,
             handler_cancellation=True,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -31,8 +32,11 @@ def default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir("freellm", appauthor=False))
 
 
-def create_app(settings: Settings, *, client_keys: list[str] | None = None) -> web.Application:
-    """Build the app. ``client_keys`` overrides ``settings.auth.api_keys`` (the CLI passes a generated key)."""
+def create_app(
+    settings: Settings, *, client_keys: list[str] | None = None, worker_index: int | None = None
+) -> web.Application:
+    """Build the app. ``client_keys`` overrides ``settings.auth.api_keys`` (the CLI passes a generated key);
+    ``worker_index`` is set when this process is one of several ``serve --workers`` processes."""
     app = web.Application(
         middlewares=[edge_middleware],
         client_max_size=int(settings.server.body_limit_mb * 1024 * 1024),
@@ -42,7 +46,8 @@ def create_app(settings: Settings, *, client_keys: list[str] | None = None) -> w
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         data_dir = settings.storage.path or default_data_dir()
         data_dir.mkdir(parents=True, exist_ok=True)
-        store = create_store(data_dir, retention_days=settings.storage.request_log_retention_days)
+        worker = None if worker_index is None else (worker_index, f"{worker_index}-{os.getpid()}")
+        store = create_store(data_dir, retention_days=settings.storage.request_log_retention_days, worker=worker)
         await store.open()
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, enable_cleanup_closed=True)
         session = aiohttp.ClientSession(connector=connector, auto_decompress=True, trust_env=False)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from freellm.store.base import StateStore
 from freellm.store.memory import MemoryStore
+from freellm.store.shared import SharedSQLiteStore
 from freellm.store.sqlite import SQLiteStore
 
 __all__ = ["DB_FILENAME", "create_store"]
@@ -22,10 +23,26 @@ __all__ = ["DB_FILENAME", "create_store"]
 DB_FILENAME = "freellm.db"
 
 
-def create_store(data_dir: Path, url: str | None = None, *, retention_days: int = 30) -> StateStore:
-    """The store named by ``url`` (see the module table); ``retention_days`` bounds the request log."""
+def create_store(
+    data_dir: Path,
+    url: str | None = None,
+    *,
+    retention_days: int = 30,
+    worker: tuple[int, str] | None = None,
+) -> StateStore:
+    """The store named by ``url`` (see the module table); ``retention_days`` bounds the request log.
+
+    ``worker`` — (index, unique id) when this process is one of several ``serve --workers`` processes:
+    the default SQLite store then shares rate windows, leases and cooldowns with the other workers.
+    """
     if url is None or not url.strip():
-        return SQLiteStore(Path(data_dir) / DB_FILENAME, retention_days=retention_days)
+        path = Path(data_dir) / DB_FILENAME
+        if worker is not None:
+            index, worker_id = worker
+            return SharedSQLiteStore(
+                path, worker_id=worker_id, load_history=index == 0, retention_days=retention_days
+            )
+        return SQLiteStore(path, retention_days=retention_days)
     url = url.strip()
     scheme, sep, rest = url.partition("://")
     scheme = scheme.lower()

@@ -8,11 +8,13 @@ control API) or a ``freellm sim`` process of their own.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -528,3 +530,61 @@ def test_serve_on_a_taken_port_fails_with_a_message(tmp_path: Path) -> None:
     assert f"freellm: cannot serve on 127.0.0.1:{port}" in done.stderr
     assert "address already in use" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+# ── serve --workers ─────────────────────────────────────────────────────────────────────────────────
+
+WORKERS_CONFIG = """\
+    server: {{host: 127.0.0.1, port: {port}, ip_rate_limit_rpm: 0, shutdown_grace_s: 5}}
+    auth: {{api_keys: ["{key}"]}}
+    storage: {{path: ./data}}
+    fallback: {{cooldown_local_s: 120}}
+    providers:
+      - {{name: {a}, base_url: "{sim}/{a}/v1", keys: [ka], models: [{{id: model-x}}]}}
+      - {{name: {b}, base_url: "{sim}/{b}/v1", keys: [kb], models: [{{id: model-x}}]}}
+    chain: ["{a}/model-x", "{b}/model-x"]
+"""
+
+
+def workers_synced_since(db: Path, since: float, workers: int) -> bool:
+    """True once every worker published its state (and so read everyone else's) after ``since``."""
+    with contextlib.closing(sqlite3.connect(db, timeout=5)) as con:
+        try:
+            rows = con.execute("SELECT worker, MIN(updated) FROM worker_usage GROUP BY worker").fetchall()
+        except sqlite3.OperationalError:
+            return False
+    return len(rows) >= workers and all(updated > since for _, updated in rows)
+
+
+def test_workers_share_the_port_and_a_cooldown(spawn: Callable[..., Proc], tmp_path: Path, sim: SimServer) -> None:
+    """Two worker processes: a key cooled down by one is skipped by the other, and SIGTERM stops both."""
+    sim_url = sim.base_url
+    a, b = unique("alpha"), unique("beta")
+    SimControl(sim_url).script(a, {"status": 429, "retry_after": "120"}, times=None)
+    port, key = free_port(), "sk-workers-" + unique("k")
+    config = tmp_path / "workers.yaml"
+    config.write_text(
+        textwrap.dedent(WORKERS_CONFIG).format(port=port, key=key, sim=sim_url, a=a, b=b), encoding="utf-8"
+    )
+    gw = spawn(["serve", "--config", str(config), "--workers", "2"], port=port)
+    gw.wait_ready()
+    headers = {"Authorization": f"Bearer {key}"}
+    body = {"model": "auto", "messages": [{"role": "user", "content": "hi"}]}
+
+    first = httpx.post(f"{gw.base_url}/v1/chat/completions", json=body, headers=headers, timeout=10)
+    assert first.status_code == 200 and first.headers["X-Routed-Via"] == f"{b}/model-x"
+    cooled_at = time.time()
+    deadline = time.monotonic() + 10
+    while not workers_synced_since(tmp_path / "data" / "freellm.db", cooled_at, 2):
+        assert time.monotonic() < deadline, "the workers never synced their state"
+        time.sleep(0.05)  # poll interval of a bounded condition, not a synchronisation sleep
+
+    for _ in range(20):  # a fresh connection each time: the kernel spreads them over both workers
+        resp = httpx.post(f"{gw.base_url}/v1/chat/completions", json=body, headers=headers, timeout=10)
+        assert resp.status_code == 200 and resp.headers["X-Routed-Via"] == f"{b}/model-x"
+        assert "X-Fallback-Attempts" not in resp.headers
+    assert len(SimControl(sim_url).requests(provider=a)) == 1
+
+    code, _ = gw.terminate(timeout=20)
+    assert code == 0, gw.stderr()
+    assert "Traceback" not in gw.stderr()
