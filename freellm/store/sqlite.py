@@ -42,8 +42,8 @@ Design
   always see it. Puts and deletes are written through (``put_response`` returns once the row is
   committed), so worker processes sharing the file see each other's responses at once; a response
   another worker *deleted* may still be served from this worker's memory until it leaves it.
-* **Schema versions.** ``meta.schema_version`` names the layout. ``_SCHEMA`` is version 1; each later
-  version is a migration in ``_MIGRATIONS``, applied in order (in the opening transaction) to a database
+* **Schema versions.** ``meta.schema_version`` names the layout. ``SCHEMA`` is version 1; each later
+  version is a migration in ``MIGRATIONS``, applied in order (in the opening transaction) to a database
   that is older. A database newer than this code is refused.
 """
 
@@ -54,205 +54,37 @@ import contextlib
 import logging
 import sqlite3
 import time
-from collections import deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, TypeVar
 
 import orjson
 
 from freellm.store.base import CooldownRecord, RequestLogRow
 from freellm.store.memory import DAY_S, MemoryStore
+from freellm.store.sqlite_layout import (
+    INSERT_REQUEST,
+    MIGRATIONS,
+    REQUEST_COLUMNS,
+    RESPONSE_READ_TRIES,
+    SCHEMA,
+    SCHEMA_VERSION,
+    UPSERT_COOLDOWN,
+    UPSERT_RESPONSE,
+    UPSERT_SETTING,
+    UPSERT_USAGE,
+    Batch,
+    Loaded,
+    request_row,
+    request_tuple,
+)
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION: Final = 2
-
 _T = TypeVar("_T")
-
-_SCHEMA: Final = """
-CREATE TABLE IF NOT EXISTS meta (
-    key   TEXT PRIMARY KEY,
-    value TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS cooldowns (
-    scope  TEXT PRIMARY KEY,
-    until  REAL NOT NULL,
-    source TEXT NOT NULL,
-    reason TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS usage (
-    scope    TEXT NOT NULL,
-    minute   INTEGER NOT NULL,
-    requests INTEGER NOT NULL,
-    tokens   INTEGER NOT NULL,
-    PRIMARY KEY (scope, minute)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS usage_minute ON usage (minute);
-CREATE TABLE IF NOT EXISTS events (
-    name  TEXT NOT NULL,
-    scope TEXT NOT NULL,
-    ts    REAL NOT NULL
-);
-CREATE INDEX IF NOT EXISTS events_key ON events (name, scope);
-CREATE INDEX IF NOT EXISTS events_ts ON events (ts);
-CREATE TABLE IF NOT EXISTS settings (
-    name  TEXT PRIMARY KEY,
-    value TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS requests (
-    request_id      TEXT NOT NULL,
-    ts              REAL NOT NULL,
-    surface         TEXT NOT NULL,
-    requested_model TEXT NOT NULL,
-    route           TEXT,
-    status          INTEGER NOT NULL,
-    stream          INTEGER NOT NULL,
-    attempts        INTEGER NOT NULL,
-    latency_ms      INTEGER NOT NULL,
-    ttfb_ms         INTEGER,
-    tokens_in       INTEGER NOT NULL,
-    tokens_out      INTEGER NOT NULL,
-    error_class     TEXT,
-    outcome         TEXT NOT NULL,
-    extra           TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS requests_ts ON requests (ts);
-"""
-
-_MIGRATIONS: Final[dict[int, str]] = {
-    2: """
-CREATE TABLE IF NOT EXISTS responses (
-    id         TEXT PRIMARY KEY,
-    expires_at REAL NOT NULL,
-    doc        TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS responses_expires ON responses (expires_at);
-""",
-}
-"""version → the statements that bring a database of the previous version to it."""
-
-_REQUEST_COLUMNS: Final = (
-    "request_id, ts, surface, requested_model, route, status, stream, attempts, latency_ms, ttfb_ms, "
-    "tokens_in, tokens_out, error_class, outcome, extra"
-)
-_INSERT_REQUEST: Final = f"INSERT INTO requests ({_REQUEST_COLUMNS}) VALUES ({', '.join('?' * 15)})"
-_UPSERT_USAGE: Final = (
-    "INSERT INTO usage (scope, minute, requests, tokens) VALUES (?, ?, ?, ?) "
-    "ON CONFLICT (scope, minute) DO UPDATE SET "
-    "requests = requests + excluded.requests, tokens = tokens + excluded.tokens"
-)
-_UPSERT_COOLDOWN: Final = (
-    "INSERT INTO cooldowns (scope, until, source, reason) VALUES (?, ?, ?, ?) "
-    "ON CONFLICT (scope) DO UPDATE SET until = excluded.until, source = excluded.source, "
-    "reason = excluded.reason"
-)
-_UPSERT_SETTING: Final = (
-    "INSERT INTO settings (name, value) VALUES (?, ?) ON CONFLICT (name) DO UPDATE SET value = excluded.value"
-)
-_UPSERT_RESPONSE: Final = (
-    "INSERT INTO responses (id, expires_at, doc) VALUES (?, ?, ?) "
-    "ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at, doc = excluded.doc"
-)
-_RESPONSE_READ_TRIES: Final = 3
-
-_RequestTuple = tuple[
-    str, float, str, str, str | None, int, int, int, int, int | None, int, int, str | None, str, str
-]
-
-
-@dataclass(slots=True)
-class _Batch:
-    """Mutations not yet on disk. Swapped out whole on each flush."""
-
-    cooldowns: dict[str, CooldownRecord | None] = field(default_factory=dict)
-    """scope → record to upsert, or None to delete. Last state wins."""
-    usage: dict[tuple[str, int], list[int]] = field(default_factory=dict)
-    """(scope, minute) → [requests, tokens] increments."""
-    events: list[tuple[str, str, float | None]] = field(default_factory=list)
-    """(name, scope, ts) to insert, or (name, scope, None) to clear that name/scope — in order."""
-    settings: dict[str, str] = field(default_factory=dict)
-    requests: deque[_RequestTuple] = field(default_factory=deque)
-    responses: dict[str, tuple[float, str] | None] = field(default_factory=dict)
-    """response id → (expires_at, document JSON) to upsert, or None to delete. Last state wins."""
-
-    def __bool__(self) -> bool:
-        return bool(
-            self.cooldowns or self.usage or self.events or self.settings or self.requests or self.responses
-        )
-
-    def merge_newer(self, newer: _Batch, max_requests: int) -> None:
-        """Fold ``newer`` (written after this one) into this batch, keeping write order."""
-        self.cooldowns.update(newer.cooldowns)
-        for key, (requests, tokens) in newer.usage.items():
-            acc = self.usage.get(key)
-            if acc is None:
-                self.usage[key] = [requests, tokens]
-            else:
-                acc[0] += requests
-                acc[1] += tokens
-        self.events.extend(newer.events)
-        self.settings.update(newer.settings)
-        self.responses.update(newer.responses)
-        self.requests.extend(newer.requests)
-        while len(self.requests) > max_requests:
-            self.requests.popleft()
-
-
-def _request_tuple(row: RequestLogRow) -> _RequestTuple:
-    try:
-        extra = orjson.dumps(row.extra, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
-    except (TypeError, orjson.JSONEncodeError):
-        extra = "{}"
-    return (
-        row.request_id,
-        row.ts,
-        row.surface,
-        row.requested_model,
-        row.route,
-        row.status,
-        1 if row.stream else 0,
-        row.attempts,
-        row.latency_ms,
-        row.ttfb_ms,
-        row.tokens_in,
-        row.tokens_out,
-        row.error_class,
-        row.outcome,
-        extra,
-    )
-
-
-def _request_row(t: tuple[Any, ...]) -> RequestLogRow:
-    return RequestLogRow(
-        request_id=t[0],
-        ts=t[1],
-        surface=t[2],
-        requested_model=t[3],
-        route=t[4],
-        status=t[5],
-        stream=bool(t[6]),
-        attempts=t[7],
-        latency_ms=t[8],
-        ttfb_ms=t[9],
-        tokens_in=t[10],
-        tokens_out=t[11],
-        error_class=t[12],
-        outcome=t[13],
-        extra=orjson.loads(t[14]) if t[14] else {},
-    )
-
-
-@dataclass(slots=True)
-class _Loaded:
-    cooldowns: list[tuple[str, float, str, str]]
-    usage: list[tuple[str, int, int, int]]
-    events: list[tuple[str, str, float]]
-    settings: list[tuple[str, str]]
 
 
 class SQLiteStore(MemoryStore):
@@ -276,7 +108,9 @@ class SQLiteStore(MemoryStore):
         response_cache_size: int = 1_000,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        super().__init__(request_log_size=request_log_size, event_cap=event_cap, response_cap=response_cache_size)
+        super().__init__(
+            request_log_size=request_log_size, event_cap=event_cap, response_cap=response_cache_size
+        )
         self.path = Path(path)
         self._retention_s = retention_days * DAY_S
         self._event_retention_s = event_retention_s
@@ -284,9 +118,9 @@ class SQLiteStore(MemoryStore):
         self._prune_interval_s = prune_interval_s
         self._max_pending_requests = max_pending_requests
         self._clock = clock
-        self._pending = _Batch()
+        self._pending = Batch()
         """Mutations since the last flush (event-loop thread only)."""
-        self._failed: _Batch | None = None
+        self._failed: Batch | None = None
         """A batch whose write failed, retried first by the next write (database thread only)."""
         self._last_write: asyncio.Future[None] | None = None
         self._executor: ThreadPoolExecutor | None = None
@@ -345,7 +179,7 @@ class SQLiteStore(MemoryStore):
         if executor is None:
             return
         if self._pending or self._failed is not None:
-            batch, self._pending = self._pending, _Batch()
+            batch, self._pending = self._pending, Batch()
             write = asyncio.wrap_future(executor.submit(self._write_sync, batch))
             write.add_done_callback(_retrieve)  # its error is raised to the awaiter, if any is left
             self._last_write = write
@@ -411,7 +245,7 @@ class SQLiteStore(MemoryStore):
     async def log_request(self, row: RequestLogRow) -> None:
         self._requests.append(row)
         pending = self._pending.requests
-        pending.append(_request_tuple(row))
+        pending.append(request_tuple(row))
         if len(pending) > self._max_pending_requests:  # only when the disk keeps failing
             pending.popleft()
 
@@ -426,7 +260,7 @@ class SQLiteStore(MemoryStore):
 
     async def get_response(self, response_id: str, now: float) -> dict[str, Any] | None:
         """From memory (newest responses and the pending batch), else from the database."""
-        for _ in range(_RESPONSE_READ_TRIES):
+        for _ in range(RESPONSE_READ_TRIES):
             doc = self._get_response(response_id, now)
             if doc is not None:
                 return doc
@@ -461,10 +295,10 @@ class SQLiteStore(MemoryStore):
             return await super().recent_requests(limit)
         await self.flush()
         rows = await self._run(self._recent_sync, limit)
-        return [_request_row(t) for t in rows]
+        return [request_row(t) for t in rows]
 
     # -- on the database thread -----------------------------------------------------------------------
-    def _open_sync(self, now: float) -> _Loaded:
+    def _open_sync(self, now: float) -> Loaded:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         con = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         try:
@@ -478,11 +312,11 @@ class SQLiteStore(MemoryStore):
         self._con = con
         return self._init_sync(now)
 
-    def _init_sync(self, now: float) -> _Loaded:
+    def _init_sync(self, now: float) -> Loaded:
         con = self._con
         assert con is not None
         try:
-            for statement in _SCHEMA.split(";"):
+            for statement in SCHEMA.split(";"):
                 if statement.strip():
                     con.execute(statement)
             row = con.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
@@ -492,7 +326,7 @@ class SQLiteStore(MemoryStore):
                     f"{self.path} has schema version {row[0]}, newer than this freellm ({SCHEMA_VERSION})"
                 )
             for target in range(version + 1, SCHEMA_VERSION + 1):
-                for statement in _MIGRATIONS[target].split(";"):
+                for statement in MIGRATIONS[target].split(";"):
                     if statement.strip():
                         con.execute(statement)
             if row is None or version != SCHEMA_VERSION:
@@ -510,7 +344,7 @@ class SQLiteStore(MemoryStore):
             self._con = None
             raise
         min_minute = int((now - DAY_S) // 60.0)
-        return _Loaded(
+        return Loaded(
             cooldowns=con.execute(
                 "SELECT scope, until, source, reason FROM cooldowns WHERE until > ?", (now,)
             ).fetchall(),
@@ -545,7 +379,7 @@ class SQLiteStore(MemoryStore):
             raise
         con.execute("COMMIT")
 
-    def _write_sync(self, batch: _Batch) -> None:
+    def _write_sync(self, batch: Batch) -> None:
         failed = self._failed
         if failed is not None:
             failed.merge_newer(batch, self._max_pending_requests)
@@ -557,7 +391,7 @@ class SQLiteStore(MemoryStore):
             raise
         self._failed = None
 
-    def _write_batch(self, batch: _Batch) -> None:
+    def _write_batch(self, batch: Batch) -> None:
         con = self._con
         if con is None:
             raise RuntimeError("SQLiteStore is closed")
@@ -573,10 +407,10 @@ class SQLiteStore(MemoryStore):
                 if deletes:
                     con.executemany("DELETE FROM cooldowns WHERE scope = ?", deletes)
                 if upserts:
-                    con.executemany(_UPSERT_COOLDOWN, upserts)
+                    con.executemany(UPSERT_COOLDOWN, upserts)
             if batch.usage:
                 con.executemany(
-                    _UPSERT_USAGE,
+                    UPSERT_USAGE,
                     [(scope, minute, acc[0], acc[1]) for (scope, minute), acc in batch.usage.items()],
                 )
             if batch.events:
@@ -588,16 +422,16 @@ class SQLiteStore(MemoryStore):
                             "DELETE FROM events WHERE name = ? AND scope = ?", [(n, s) for n, s, _ in run]
                         )
             if batch.settings:
-                con.executemany(_UPSERT_SETTING, batch.settings.items())
+                con.executemany(UPSERT_SETTING, batch.settings.items())
             if batch.requests:
-                con.executemany(_INSERT_REQUEST, batch.requests)
+                con.executemany(INSERT_REQUEST, batch.requests)
             if batch.responses:
                 deleted = [(rid,) for rid, entry in batch.responses.items() if entry is None]
                 if deleted:
                     con.executemany("DELETE FROM responses WHERE id = ?", deleted)
                 stored = [(rid, e[0], e[1]) for rid, e in batch.responses.items() if e is not None]
                 if stored:
-                    con.executemany(_UPSERT_RESPONSE, stored)
+                    con.executemany(UPSERT_RESPONSE, stored)
         except BaseException:
             con.execute("ROLLBACK")
             raise
@@ -618,7 +452,7 @@ class SQLiteStore(MemoryStore):
         if con is None:
             return []
         return con.execute(
-            f"SELECT {_REQUEST_COLUMNS} FROM requests ORDER BY rowid DESC LIMIT ?", (limit,)
+            f"SELECT {REQUEST_COLUMNS} FROM requests ORDER BY rowid DESC LIMIT ?", (limit,)
         ).fetchall()
 
     def _close_sync(self) -> None:
@@ -627,7 +461,7 @@ class SQLiteStore(MemoryStore):
             con.close()
 
     # -- loading --------------------------------------------------------------------------------------
-    def _load(self, loaded: _Loaded, now: float) -> None:
+    def _load(self, loaded: Loaded, now: float) -> None:
         for scope, until, source, reason in loaded.cooldowns:
             self._cooldowns[scope] = CooldownRecord(until=until, source=source, reason=reason)
         for scope, minute, requests, tokens in loaded.usage:
