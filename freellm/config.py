@@ -18,6 +18,7 @@ __all__ = [
     "AuthConfig",
     "ConfigError",
     "FallbackConfig",
+    "GeminiSurfaceConfig",
     "ModelConfig",
     "ModelLimits",
     "ProviderConfig",
@@ -25,6 +26,7 @@ __all__ = [
     "Settings",
     "StorageConfig",
     "StreamConfig",
+    "ToolsConfig",
     "load_settings",
     "substitute_env",
 ]
@@ -142,6 +144,24 @@ class StreamConfig(_Model):
     connect_timeout_s: float = 10.0
 
 
+class ToolsConfig(_Model):
+    """Tool calls and output repair (docs/tools.md). Inline dialect rescue is always on when tools are
+    requested; these knobs tune the rest."""
+
+    strict_validation: bool = False
+    """Validate tool arguments (and ``json_schema`` replies) against their JSON schema; an uncommitted
+    turn that fails validation fails over ("invalid tool arguments", model skipped, no cooldown)."""
+    repair_arguments: bool = True
+    """Repair double-encoded arguments against the declared schemas (never alters valid arguments)."""
+    enforce_response_format: bool = True
+    """``response_format`` json_object/json_schema: heal fenced or embedded JSON, fail over on prose."""
+    hold_json_streams: bool = True
+    """Hold a ``response_format`` stream's text until its end so the JSON check can still fail over
+    (false: stream it as it comes, unchecked)."""
+    think_tags: bool = True
+    """Move a leading ``<think>…</think>`` block in content to reasoning."""
+
+
 class RoutingConfig(_Model):
     output_reserve_default: int = 1000
     output_reserve_cap: int = 2000
@@ -170,8 +190,22 @@ class CompletionsSurfaceConfig(_Model):
     default_max_tokens: int = 128
 
 
+class GeminiSurfaceConfig(_Model):
+    """``/v1beta/models/…`` and ``/v1/models/…:generateContent``: Gemini model names never 404; they map
+    to a route, a group or ``auto`` by family."""
+
+    model_map: dict[str, str] = Field(
+        default_factory=lambda: {"flash-lite": "auto", "flash": "auto", "pro": "auto", "default": "auto"}
+    )
+    """Family (substring of the requested name, e.g. ``flash-lite``; the longest match wins) → model to
+    route to; ``default`` for the rest."""
+    default_max_output_tokens: int | None = 8192
+    """``max_tokens`` sent when the request has no ``generationConfig.maxOutputTokens`` (None: leave unset)."""
+
+
 class SurfacesConfig(_Model):
     anthropic: AnthropicSurfaceConfig = Field(default_factory=AnthropicSurfaceConfig)
+    gemini: GeminiSurfaceConfig = Field(default_factory=GeminiSurfaceConfig)
     responses: ResponsesSurfaceConfig = Field(default_factory=ResponsesSurfaceConfig)
     completions: CompletionsSurfaceConfig = Field(default_factory=CompletionsSurfaceConfig)
 
@@ -184,6 +218,7 @@ class Settings(_Model):
     chain: list[str] = Field(default_factory=list)
     fallback: FallbackConfig = Field(default_factory=FallbackConfig)
     stream: StreamConfig = Field(default_factory=StreamConfig)
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
     routing: RoutingConfig = Field(default_factory=RoutingConfig)
     surfaces: SurfacesConfig = Field(default_factory=SurfacesConfig)
 

@@ -12,8 +12,9 @@ from aiohttp import web
 
 from freellm.errors import ClientError, Exhausted
 from freellm.server.auth import extract_api_key, key_matches
-from freellm.server.errors import error_response, error_style_for
+from freellm.server.errors import ErrorBody, error_response, error_style_for
 from freellm.server.state import BASE_HEADERS, GATEWAY, REQUEST_ID
+from freellm.surfaces.gemini_wire.clients import GEMINI_PREFIXES, is_gemini_client, query_key_allowed
 
 __all__ = ["IPRateLimiter", "edge_middleware"]
 
@@ -44,6 +45,31 @@ class IPRateLimiter:
         return count <= self.limit, max(0, self.limit - count), reset
 
 
+_query_key_warned = False
+
+
+def _query_key(request: web.Request) -> str | None:
+    """Gemini clients may send the key as ``?key=`` (Google's convention); accepted on the Gemini paths
+    only, with a one-time warning (a key in a URL ends up in proxy and access logs)."""
+    global _query_key_warned
+    key = request.query.get("key")
+    if not key or not query_key_allowed(request.path):
+        return None
+    if not _query_key_warned:
+        _query_key_warned = True
+        log.warning("a client sent its API key in the URL (?key=); prefer the x-goog-api-key header")
+    return key
+
+
+def _error_style(request: web.Request) -> ErrorBody:
+    """The surface's error envelope for this path; ``GET /v1/models`` (shared by the OpenAI and Gemini
+    surfaces) answers a Gemini client in Gemini's."""
+    path = request.path
+    if path == "/v1/models" and is_gemini_client(request):
+        path = GEMINI_PREFIXES[0]
+    return error_style_for(request.app, path)
+
+
 @web.middleware
 async def edge_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     request_id = request.headers.get("X-Request-ID") or uuid.uuid4().hex
@@ -71,31 +97,31 @@ async def edge_middleware(request: web.Request, handler: Handler) -> web.StreamR
                         headers={"Retry-After": str(max(1, math.ceil(reset - time.time())))},
                     )
         if path not in _PUBLIC_PATHS:
-            key = extract_api_key(request)
+            key = extract_api_key(request) or _query_key(request)
             if key is None or not key_matches(key, gw.client_keys):
                 raise ClientError(401, "Invalid API key", type="authentication_error", code="invalid_api_key")
         response = await handler(request)
     except (ClientError, Exhausted) as exc:
-        response = error_response(exc, extra, error_style_for(request.app, path))
+        response = error_response(exc, extra, _error_style(request))
     except web.HTTPRequestEntityTooLarge:
         response = error_response(
             ClientError(413, "Request body too large.", code="request_too_large"),
             extra,
-            error_style_for(request.app, path),
+            _error_style(request),
         )
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
         kept = {name: exc.headers[name] for name in ("Allow",) if name in exc.headers}  # a 405 names its methods
         response = error_response(
-            ClientError(exc.status, exc.reason, code=None, headers=kept), extra, error_style_for(request.app, path)
+            ClientError(exc.status, exc.reason, code=None, headers=kept), extra, _error_style(request)
         )
     except Exception:
         log.exception("unhandled error on %s %s (request %s)", request.method, path, request_id)
         response = error_response(
             ClientError(500, "Internal gateway error; see the gateway log for this request id.", type="server_error"),
             extra,
-            error_style_for(request.app, path),
+            _error_style(request),
         )
     if not response.prepared:
         for name, value in extra.items():

@@ -58,6 +58,8 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 async def list_models(request: web.Request) -> web.Response:
     if anthropic_messages.is_anthropic_request(request):
         return anthropic_messages.list_models(request)
+    if gemini.is_gemini_request(request):  # google-genai under /v1: x-goog-api-key / x-goog-api-client / ?key=
+        return gemini.list_models(request)
     gw = request.app[GATEWAY]
     only_available = any(
         request.query.get(name, "").lower() in ("1", "true", "yes") for name in ("available", "connected", "ready")

@@ -1,0 +1,1 @@
+"""The Gemini surface's modules; the entry point is :mod:`freellm.surfaces.gemini`."""
