@@ -16,6 +16,7 @@ from freellm.core.tokens import estimate_text_tokens
 from freellm.engine.context import Attempt, Sink, TurnOutcome
 from freellm.engine.pump import StreamPump
 from freellm.engine.redact import redact
+from freellm.engine.tools.hooks import pump_hooks
 from freellm.errors import UpstreamError
 from freellm.providers.base import Timeouts
 
@@ -37,10 +38,18 @@ async def drive_attempt(
 ) -> TurnOutcome:
     loop = asyncio.get_running_loop()
     started = loop.time()
+    hooks = pump_hooks(req, settings.tools, streaming=sink.streaming)
     pump = StreamPump(
         attempt.route.model,
         wants_tools=req.wants_tools,
         hold_limit=settings.stream.dialect_hold_chars,
+        rescue=hooks.rescue,
+        repair=hooks.repair,
+        validate=hooks.validate,
+        check_text=hooks.check_text,
+        tool_names=hooks.tool_names,
+        hold_all=hooks.hold_all,
+        think_tags=hooks.think_tags,
     )
     ttfb_ms: int | None = None
     body = req.upstream_body(attempt.route.model, stream=sink.streaming)

@@ -9,24 +9,47 @@ usage is remembered wherever it lands and emitted once, after our own finish chu
 
 Failures are raised as :class:`UpstreamError`; whether that means failover (not committed) or an
 in-band error frame (committed) is the driver's call, based on :attr:`StreamPump.committed`.
+
+Modes: ``undecided`` (the start: text is held while it could still be a dialect marker, a bare JSON
+call head or a ``<think>`` tag), ``passthrough`` (committed: text is forwarded as it comes), ``dialect``
+(the text began with tool-call markup: all of it is held for the rescue at the end) and ``hold`` (the
+whole answer is held on purpose: a non-stream reply, or a stream whose ``response_format`` is checked
+at the end). The tool layer plugs in through hooks (:mod:`freellm.engine.tools`): ``rescue`` parses held
+dialect text, ``repair`` fixes arguments, ``validate`` (optional) rejects invalid ones and ``check_text``
+(optional) enforces JSON output; all of them run once, in :meth:`StreamPump.finish`.
 """
 
 from __future__ import annotations
 
+import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import orjson
 
 from freellm.core.chunks import Chunk, make_chunk, make_usage_chunk
-from freellm.engine.dialects import could_become_marker, starts_with_marker
+from freellm.engine.dialects import (
+    HEAD_MATCH,
+    HEAD_PREFIX,
+    bare_json_head,
+    contains_marker,
+    could_become_marker,
+    starts_with_marker,
+)
+from freellm.engine.tools.think import ThinkSplitter
 from freellm.errors import UpstreamError
 
-__all__ = ["PumpResult", "Rescue", "StreamPump", "ToolCall"]
+__all__ = ["PumpResult", "Rescue", "StreamPump", "ToolCall", "new_call_id"]
 
-Mode = Literal["undecided", "passthrough", "dialect"]
+Mode = Literal["undecided", "passthrough", "dialect", "hold"]
+
+
+def new_call_id() -> str:
+    """A fresh tool-call id (``call_<24 hex>``): unique across turns, so a client's history never
+    holds two calls with one id."""
+    return f"call_{secrets.token_hex(12)}"
 
 
 @dataclass(slots=True)
@@ -48,18 +71,31 @@ class ToolCall:
 
 @dataclass(frozen=True, slots=True)
 class Rescue:
-    """Outcome of parsing held dialect text: calls (None = detected but unparseable) and leftover text."""
+    """Outcome of parsing held text for inline tool calls.
+
+    ``calls`` is ``None`` when markup was detected but cannot be parsed (a dead turn; ``reason`` says
+    why), ``[]`` when nothing was detected (``clean_text`` is then the text unchanged), else the rescued
+    calls with ``clean_text`` the text around them.
+    """
 
     calls: list[ToolCall] | None
     clean_text: str
+    reason: str = ""
 
 
 RescueFn = Callable[[str], Rescue]
 RepairFn = Callable[[list[ToolCall]], list[ToolCall]]
+ValidateFn = Callable[[list[ToolCall]], str | None]
+"""Returns why the calls' arguments are invalid, or None when they are fine."""
+CheckTextFn = Callable[[str, str | None], str]
+"""``(text, upstream finish_reason) -> text to send``; raises UpstreamError to reject the turn."""
 
 
 def _no_rescue(text: str) -> Rescue:
-    return Rescue(calls=None, clean_text=text)
+    # Without a parser, markup is still recognised (and never leaked): it is a dead turn.
+    if contains_marker(text):
+        return Rescue(calls=None, clean_text=text, reason="no parser")
+    return Rescue(calls=[], clean_text=text)
 
 
 def _no_repair(calls: list[ToolCall]) -> list[ToolCall]:
@@ -85,10 +121,13 @@ class StreamPump:
 
     __slots__ = (
         "_acc",
+        "_check_text",
         "_chunk_id",
         "_created",
         "_finish",
         "_held",
+        "_held_parts",
+        "_hold_all",
         "_hold_limit",
         "_model",
         "_parts",
@@ -98,7 +137,10 @@ class StreamPump:
         "_rescue",
         "_result_calls",
         "_text_len",
+        "_think",
+        "_tool_names",
         "_upstream_model",
+        "_validate",
         "_wants_tools",
         "committed",
         "first_token",
@@ -114,18 +156,32 @@ class StreamPump:
         hold_limit: int = 256,
         rescue: RescueFn = _no_rescue,
         repair: RepairFn = _no_repair,
+        validate: ValidateFn | None = None,
+        check_text: CheckTextFn | None = None,
+        tool_names: Collection[str] = (),
+        hold_all: bool = False,
+        think_tags: bool = True,
     ) -> None:
+        """``tool_names`` (the declared tools) enables bare-JSON call detection in the stream;
+        ``hold_all`` holds the whole answer until :meth:`finish` (non-stream replies, checked JSON
+        streams); ``think_tags`` moves a leading ``<think>…</think>`` block to reasoning."""
         self._model = model
         self._wants_tools = wants_tools
         self._hold_limit = hold_limit
         self._rescue = rescue
         self._repair = repair
+        self._validate = validate
+        self._check_text = check_text
+        self._tool_names = tool_names if wants_tools else ()
+        self._hold_all = hold_all
+        self._think: ThinkSplitter | None = ThinkSplitter() if think_tags else None
         self.mode: Mode = "undecided"
         self.committed = False
         self.first_token = False
         """Set once any content or reasoning arrived (TTFB counts reasoning)."""
         self.usage: dict[str, Any] | None = None
-        self._held = ""
+        self._held = ""  # undecided text (a few characters)
+        self._held_parts: list[str] = []  # dialect / hold text, joined once at the end
         self._parts: list[str] = []  # text already sent (passthrough)
         self._text_len = 0
         self._reasoning: list[str] = []
@@ -174,6 +230,8 @@ class StreamPump:
         if content and not isinstance(content, str):
             content = _flatten_content(content)
             delta["content"] = content
+        if content and self._think is not None:
+            content = self._split_think(chunk, delta, content)
         if not content:
             if reasoning or "role" in delta:
                 if self.committed:
@@ -186,18 +244,56 @@ class StreamPump:
             self._parts.append(content)
             self._text_len += len(content)
             return [chunk]
-        self._held += content
-        if mode == "dialect":
+        if mode != "undecided":  # dialect, hold
+            self._held_parts.append(content)
+            if reasoning or "role" in delta:
+                self._keep_rest(chunk, delta)
             return []
-        return self._decide(chunk, delta)
+        self._held += content
+        out = self._decide(chunk, delta)
+        if not out and (reasoning or "role" in delta):
+            self._keep_rest(chunk, delta)
+        return out
+
+    def _keep_rest(self, chunk: Chunk, delta: dict[str, Any]) -> None:
+        """The chunk's text is held: its role / reasoning still go out (first) with the preamble."""
+        del delta["content"]
+        self._preamble.append(chunk)
+
+    def _split_think(self, chunk: Chunk, delta: dict[str, Any], content: str) -> str:
+        """Run content through the leading-``<think>`` splitter; returns the content to go on with."""
+        think = self._think
+        assert think is not None
+        thought, content = think.feed(content)
+        if think.done:
+            self._think = None
+        self.first_token = True
+        if thought:
+            self._reasoning.append(thought)
+            rdelta: dict[str, Any] = {"reasoning_content": thought}
+            if "role" in delta:
+                rdelta = {"role": delta.pop("role"), **rdelta}
+            self._preamble.append(make_chunk(self._chunk_id, self._created, self._model, rdelta))
+        if not content:
+            delta.pop("content", None)
+        else:
+            delta["content"] = content
+        return content
 
     def _decide(self, chunk: Chunk, delta: dict[str, Any]) -> list[Chunk]:
+        if self._hold_all:
+            self._hold()
+            return []
         if self._wants_tools:
             probe = self._held.lstrip()
             if starts_with_marker(probe):
-                self.mode = "dialect"
+                self._hold("dialect")
                 return []
-            if could_become_marker(probe) and len(probe) <= self._hold_limit:
+            head = bare_json_head(probe, self._tool_names) if self._tool_names else 0
+            if head == HEAD_MATCH:
+                self._hold("dialect")
+                return []
+            if (head == HEAD_PREFIX or could_become_marker(probe)) and len(probe) <= self._hold_limit:
                 return []
         self.mode = "passthrough"
         delta["content"] = self._held
@@ -205,6 +301,11 @@ class StreamPump:
         self._text_len += len(self._held)
         self._held = ""
         return self._commit([chunk])
+
+    def _hold(self, mode: Mode = "hold") -> None:
+        self.mode = mode
+        self._held_parts.append(self._held)
+        self._held = ""
 
     def _commit(self, chunks: list[Chunk]) -> list[Chunk]:
         self.committed = True
@@ -247,14 +348,19 @@ class StreamPump:
             raise UpstreamError("stream ended unexpectedly: no [DONE] and no finish_reason", transport=True)
         if not self._chunk_id:
             self._capture_meta({})
+        if self._think is not None:
+            self._flush_think()
         calls = self._finished_calls()
-        held = self._held
-        if self._wants_tools and (self.mode == "dialect" or starts_with_marker(held.lstrip())):
+        held = "".join(self._held_parts) if self._held_parts else self._held
+        self._held_parts = []
+        if self._wants_tools and held and (self.mode == "dialect" or not calls):
             rescue = self._rescue(held)
             if rescue.calls is None:
-                raise UpstreamError("unparseable inline tool-call dialect", skip_model=True)
-            calls.extend(rescue.calls)
-            held = rescue.clean_text.strip()
+                reason = f": {rescue.reason}" if rescue.reason else ""
+                raise UpstreamError(f"unparseable inline tool-call dialect{reason}", skip_model=True)
+            if rescue.calls:
+                calls.extend(rescue.calls)
+                held = rescue.clean_text.strip()
         # Repaired calls whose arguments are still not JSON are dropped: no client can execute them.
         calls = [c for c in self._repair(calls) if _is_json(c.arguments)]
         self._held = held
@@ -264,6 +370,16 @@ class StreamPump:
                 "empty completion" + (" (finish_reason length)" if length else ""),
                 skip_bench=length,
             )
+        if not self.committed:
+            # Checks that can still fail over: nothing of this turn reached the client.
+            if calls and self._validate is not None:
+                problem = self._validate(calls)
+                if problem:
+                    raise UpstreamError(
+                        f"invalid tool arguments from {self._model} ({problem})", skip_model=True, skip_bench=True
+                    )
+            if not calls and held and self._check_text is not None:
+                held = self._check_text(held, self._finish)
         out: list[Chunk] = []
         cid, created, model = self._chunk_id, self._created, self._model
         if held:
@@ -282,13 +398,27 @@ class StreamPump:
         self._result_calls = calls
         return self._commit(out) if not self.committed else out
 
+    def _flush_think(self) -> None:
+        """End of stream inside the think splitter: an unclosed block is reasoning, a bare prefix text."""
+        think = self._think
+        assert think is not None
+        self._think = None
+        thought, text = think.finish()
+        if thought:
+            self._reasoning.append(thought)
+            self._preamble.append(
+                make_chunk(self._chunk_id, self._created, self._model, {"reasoning_content": thought})
+            )
+        if text:
+            self._held += text
+
     def _finished_calls(self) -> list[ToolCall]:
         calls: list[ToolCall] = []
-        for n, index in enumerate(sorted(self._acc)):
+        for index in sorted(self._acc):
             call_id, name, args = self._acc[index]
             if not name:
                 continue
-            calls.append(ToolCall(id=call_id or f"call_stream_{n}", name=name, arguments=args or "{}"))
+            calls.append(ToolCall(id=call_id or new_call_id(), name=name, arguments=args or "{}"))
         return calls
 
     def _final_reason(self, calls: list[ToolCall]) -> str:
@@ -317,7 +447,8 @@ class StreamPump:
     def output_chars(self) -> int:
         """Characters produced so far (text + reasoning + tool arguments), for token estimates."""
         args = sum(len(slot[2]) for slot in self._acc.values())
-        return self._text_len + len(self._held) + sum(len(r) for r in self._reasoning) + args
+        held = len(self._held) + sum(len(p) for p in self._held_parts)
+        return self._text_len + held + sum(len(r) for r in self._reasoning) + args
 
 
 def _flatten_content(content: Any) -> str:

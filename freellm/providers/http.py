@@ -8,7 +8,9 @@ Every provider maps I/O failures the same way, so the fallback loop sees the sam
   upstream that sends headers and then nothing is a stalled stream);
 * aiohttp client errors become transport ``UpstreamError`` s (:func:`transport_error`);
 * an HTTP status ≥ 400 becomes ``UpstreamError(status=…, retry_after_s=…, body=…)`` worded by
-  :func:`~freellm.engine.failure.http_error_message`, which the classifier relies on.
+  :func:`~freellm.engine.failure.http_error_message`, which the classifier relies on — except a 400
+  whose body carries a ``failed_generation`` the tool rescue can parse (Groq's ``tool_use_failed``),
+  which :func:`failed_generation_stream` turns into a synthetic success.
 
 A wire supplies only what differs: the URL, headers and body, how an error body is worded
 (``message_of``), and how SSE ``data:`` payloads become canonical chunks (:meth:`SSEStream._frames`).
@@ -24,8 +26,9 @@ from typing import Any
 import aiohttp
 import orjson
 
-from freellm.core.chunks import Chunk
+from freellm.core.chunks import Chunk, make_chunk
 from freellm.engine.failure import http_error_message, parse_retry_after
+from freellm.engine.tools.rescue import rescue_inline_tool_calls
 from freellm.errors import UpstreamError
 from freellm.providers.base import Timeouts
 from freellm.wire.sse import SSEDecoder, SSELineTooLong
@@ -35,6 +38,7 @@ __all__ = [
     "CompletionStream",
     "SSEStream",
     "error_message_of",
+    "failed_generation_stream",
     "post_json",
     "read_body",
     "status_error",
@@ -222,3 +226,47 @@ class CompletionStream:
 
     async def aclose(self) -> None:
         self._chunks.clear()
+
+
+def _declared_tools(tools: Any) -> dict[str, dict[str, Any]]:
+    """Tool name → parameters schema, from an OpenAI-shaped upstream body's ``tools``."""
+    out: dict[str, dict[str, Any]] = {}
+    if isinstance(tools, list):
+        for tool in tools:
+            fn = tool.get("function") if isinstance(tool, dict) else None
+            if isinstance(fn, dict) and isinstance(fn.get("name"), str):
+                params = fn.get("parameters")
+                out[fn["name"]] = params if isinstance(params, dict) else {}
+    return out
+
+
+def failed_generation_stream(err: UpstreamError, body: Mapping[str, Any]) -> CompletionStream | None:
+    """Rescue a 400 ``failed_generation`` (Groq ``tool_use_failed``) into a synthetic success.
+
+    The provider refused its own model's tool call because it was written in a dialect; the raw text is
+    in ``error.failed_generation``. It goes through the same parser as an inline dialect in a stream,
+    with the tools of the ``body`` that was sent upstream. Returns the answer as chunks (role and any
+    leftover text, the calls, a ``tool_calls`` finish) for the pump — which repairs and, if configured,
+    validates the arguments like any other call — or None when there is nothing to rescue (the caller
+    raises ``err``).
+    """
+    if err.status != 400 or not isinstance(err.body, dict):
+        return None
+    error = err.body.get("error")
+    text = error.get("failed_generation") if isinstance(error, dict) else None
+    if not isinstance(text, str) or not text.strip():
+        return None
+    schemas = _declared_tools(body.get("tools"))
+    if not schemas:
+        return None
+    rescue = rescue_inline_tool_calls(text, schemas)
+    if not rescue.calls:
+        return None
+    cid, created = f"chatcmpl-{int(time.time() * 1000)}", int(time.time())
+    model = body.get("model")
+    model = model if isinstance(model, str) else ""
+    delta: dict[str, Any] = {"role": "assistant"}
+    if rescue.clean_text:
+        delta["content"] = rescue.clean_text
+    delta["tool_calls"] = [call.as_delta(i) for i, call in enumerate(rescue.calls)]
+    return CompletionStream([make_chunk(cid, created, model, delta), make_chunk(cid, created, model, {}, "tool_calls")])

@@ -22,6 +22,7 @@ from freellm.providers.http import (
     CompletionStream,
     SSEStream,
     error_message_of,
+    failed_generation_stream,
     post_json,
     read_body,
     transport_error,
@@ -55,7 +56,13 @@ class OpenAICompatProvider:
             "Accept": "text/event-stream" if stream else "application/json",
             **self._extra_headers,
         }
-        resp, deadline = await post_json(self._session, self._url, orjson.dumps(body), headers, timeouts)
+        try:
+            resp, deadline = await post_json(self._session, self._url, orjson.dumps(body), headers, timeouts)
+        except UpstreamError as err:
+            rescued = failed_generation_stream(err, body)
+            if rescued is None:
+                raise
+            return rescued
         if not stream:
             return await _read_completion(resp, deadline)
         return OpenAIStream(resp, timeouts.stall)

@@ -104,16 +104,18 @@ def test_tool_call_fragments_become_one_complete_chunk_then_finish_then_usage() 
     with_calls = [c for c in out if c["choices"] and c["choices"][0]["delta"].get("tool_calls")]
     assert len(with_calls) == 1
     calls = with_calls[0]["choices"][0]["delta"]["tool_calls"]
+    generated = calls[1]["id"]  # the upstream gave none: a fresh, unique call_… id
+    assert generated.startswith("call_") and len(generated) == len("call_") + 24
     assert calls == [
         {"index": 0, "id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Oslo"}'}},
-        {"index": 1, "id": "call_stream_1", "type": "function", "function": {"name": "get_time", "arguments": "{}"}},
+        {"index": 1, "id": generated, "type": "function", "function": {"name": "get_time", "arguments": "{}"}},
     ]
     assert out[-2]["choices"][0]["finish_reason"] == "tool_calls"
     assert out[-1]["choices"] == [] and out[-1]["usage"]["total_tokens"] == 12
     assert out.index(with_calls[0]) < len(out) - 2
     assert pump.result().tool_calls == [
         ToolCall("call_1", "get_weather", '{"city":"Oslo"}'),
-        ToolCall("call_stream_1", "get_time", "{}"),
+        ToolCall(generated, "get_time", "{}"),
     ]
 
 
