@@ -1,4 +1,4 @@
-"""Provider kinds → classes. Later wires (gemini) register here."""
+"""Provider kinds → classes: ``openai``, ``anthropic`` and ``gemini``."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import aiohttp
 from freellm.config import ProviderConfig
 from freellm.providers.anthropic import AnthropicProvider
 from freellm.providers.base import Provider
+from freellm.providers.gemini import GeminiProvider
 from freellm.providers.openai_compat import OpenAICompatProvider
 
 __all__ = ["build_providers"]
@@ -19,6 +20,8 @@ def build_providers(configs: list[ProviderConfig], session: aiohttp.ClientSessio
             providers[cfg.name] = OpenAICompatProvider(cfg, session)
         elif cfg.kind == "anthropic":
             providers[cfg.name] = AnthropicProvider(cfg, session)
+        elif cfg.kind == "gemini":
+            providers[cfg.name] = GeminiProvider(cfg, session)
         else:
             raise NotImplementedError(f"provider kind {cfg.kind!r} ({cfg.name}) is not supported yet")
     return providers

@@ -57,8 +57,8 @@ SizeTier = Literal["Frontier", "Large", "Medium", "Small"]
 SIZE_TIERS: tuple[SizeTier, ...] = ("Frontier", "Large", "Medium", "Small")
 """Capability tiers, best first (the data's ``size``)."""
 
-SUPPORTED_WIRES: frozenset[str] = frozenset({"openai"})
-"""Wires the built-in catalog enables. ``gemini`` (google) stays in the data for a later adapter."""
+SUPPORTED_WIRES: frozenset[str] = frozenset({"openai", "gemini"})
+"""Wires the built-in catalog enables: OpenAI-compatible providers and Google AI Studio (``gemini``)."""
 
 _DATA_PACKAGE = "freellm.routing"
 _DATA_FILE = ("catalog_data", "builtin_providers.json")

@@ -1,8 +1,9 @@
 """The simulator's aiohttp application: virtual-provider routes and the shared request flow.
 
-The first path segment before ``/v1`` names a virtual provider, so one process stands in for a whole
-fleet (``http://127.0.0.1:PORT/alpha/v1``, ``.../beta/v1``). The flow here is wire-neutral: auth, logging,
-scenario choice, first-byte delay, error statuses and transport faults; rendering belongs to the wire.
+The first path segment before ``/v1`` (or ``/v1beta``) names a virtual provider, so one process stands in
+for a whole fleet (``http://127.0.0.1:PORT/alpha/v1``, ``.../beta/v1``). The flow here is wire-neutral:
+auth, logging, scenario choice, first-byte delay, error statuses and transport faults; rendering belongs
+to the wire (OpenAI chat completions, Anthropic messages, Gemini ``generateContent``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from aiohttp import web
 
 from freellm.sim.anthropic_wire import ANTHROPIC_WIRE
 from freellm.sim.control_api import add_control_routes
+from freellm.sim.gemini_wire import GEMINI_UNARY_WIRE, split_target, wire_for_action
 from freellm.sim.keys import SIM_STATE
 from freellm.sim.openai_wire import OPENAI_WIRE
 from freellm.sim.plan import Plan, build_plan
@@ -49,6 +51,13 @@ def create_sim_app(settings: SimSettings | None = None) -> web.Application:
     app.router.add_post("/{provider}/v1/messages", messages)
     app.router.add_get("/v1/models", models)
     app.router.add_get("/{provider}/v1/models", models)
+    gemini = _gemini_handler()
+    gemini_models = _models_handler(GEMINI_UNARY_WIRE)
+    for version in ("v1beta", "v1"):  # google-genai 3.x defaults to /v1; Gemini CLI and the docs use /v1beta
+        app.router.add_post(f"/{version}/models/{{target}}", gemini)
+        app.router.add_post(f"/{{provider}}/{version}/models/{{target}}", gemini)
+    app.router.add_get("/v1beta/models", gemini_models)
+    app.router.add_get("/{provider}/v1beta/models", gemini_models)
     add_control_routes(app)
     app.on_shutdown.append(_on_shutdown)
     return app
@@ -77,28 +86,47 @@ def _models_handler(wire: Wire) -> Handler:
 
 def _chat_handler(wire: Wire) -> Handler:
     async def handle(request: web.Request) -> web.StreamResponse:
-        state = request.app[SIM_STATE]
-        provider = request.match_info.get("provider", DEFAULT_PROVIDER)
-        key = wire.credential(request)
-        raw = await request.read()
-        try:
-            body: Any = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            body = raw.decode("utf-8", errors="replace")
-        record = state.new_record(provider, key, body)
-        try:
-            return await _serve(request, wire, state, record, provider, key, body)
-        except ConnectionError:
-            record.end(Outcome.CLIENT_DISCONNECTED)
-            return web.Response(status=499)  # never reaches the vanished client
-        except asyncio.CancelledError:
-            record.end(Outcome.SERVER_CLOSED if state.closing.is_set() else Outcome.CLIENT_DISCONNECTED)
-            raise
-        except Exception:
-            record.end(Outcome.INTERNAL_ERROR)
-            raise
+        return await _handle_chat(request, wire)
 
     return handle
+
+
+def _gemini_handler() -> Handler:
+    """``POST …/models/{model}:{action}``: the Gemini wire instance depends on the action and ``alt``."""
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        model, action = split_target(request.match_info["target"])
+        wire = wire_for_action(action, request.query.get("alt"))
+        if wire is None or not model:
+            message = f"Method not found: {action or request.match_info['target']}"
+            return _json_response(404, GEMINI_UNARY_WIRE.render_error(404, message), {})
+        return await _handle_chat(request, wire)
+
+    return handle
+
+
+async def _handle_chat(request: web.Request, wire: Wire) -> web.StreamResponse:
+    """The request flow every wire shares: record, check, choose a scenario, answer."""
+    state = request.app[SIM_STATE]
+    provider = request.match_info.get("provider", DEFAULT_PROVIDER)
+    key = wire.credential(request)
+    raw = await request.read()
+    try:
+        body: Any = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        body = raw.decode("utf-8", errors="replace")
+    record = state.new_record(provider, key, body)
+    try:
+        return await _serve(request, wire, state, record, provider, key, body)
+    except ConnectionError:
+        record.end(Outcome.CLIENT_DISCONNECTED)
+        return web.Response(status=499)  # never reaches the vanished client
+    except asyncio.CancelledError:
+        record.end(Outcome.SERVER_CLOSED if state.closing.is_set() else Outcome.CLIENT_DISCONNECTED)
+        raise
+    except Exception:
+        record.end(Outcome.INTERNAL_ERROR)
+        raise
 
 
 def _select(state: SimState, provider: str, view: RequestView, key: str | None) -> tuple[Scenario, str]:
@@ -207,7 +235,15 @@ def _error_response(
     """The scripted HTTP error, for stream and non-stream requests alike."""
     status = scenario.status
     assert status is not None
-    if scenario.retry_after is not None:
+    # Gemini states the back-off in the body (google.rpc.RetryInfo), never as a Retry-After header.
+    render_with_retry = getattr(wire, "render_error_with_retry", None)
+    retry_in_body = (
+        callable(render_with_retry)
+        and scenario.error_body is None
+        and scenario.retry_after is not None
+        and _seconds(scenario.retry_after) is not None
+    )
+    if scenario.retry_after is not None and not retry_in_body:
         headers = {**headers, "Retry-After": scenario.retry_after}
     record.status = status
     record.end(Outcome.ERROR_STATUS)
@@ -218,8 +254,21 @@ def _error_response(
         return web.Response(status=status, text=error_body, content_type=content_type, headers=headers)
     if error_body is None:
         message = scenario.error_message or _default_message(status)
-        error_body = wire.render_error(status, message)
+        if retry_in_body:
+            assert callable(render_with_retry) and scenario.retry_after is not None
+            error_body = render_with_retry(status, message, _seconds(scenario.retry_after))
+        else:
+            error_body = wire.render_error(status, message)
     return _json_response(status, error_body, headers)
+
+
+def _seconds(retry_after: str) -> str | None:
+    """A ``Retry-After`` value in seconds as text (``"17"``, ``"1.5"``), or None for an HTTP date."""
+    try:
+        value = float(retry_after)
+    except ValueError:
+        return None
+    return retry_after.strip() if value >= 0 else None
 
 
 def _default_message(status: int) -> str:

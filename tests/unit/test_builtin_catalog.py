@@ -63,10 +63,11 @@ def test_catalog_is_well_formed() -> None:
         assert p.models, p.id
         assert p.base_url.startswith("https://"), p.id
         assert p.timeout_s > 0
-    # gemini-wire google is kept as data for a later adapter, but is not a supported wire yet.
+    # Google AI Studio speaks the native Gemini wire, served by the gemini provider kind.
     google = next(p for p in catalog if p.id == "google")
     assert google.wire == "gemini"
-    assert "gemini" not in SUPPORTED_WIRES
+    assert google.auth == "x-goog-api-key"
+    assert "gemini" in SUPPORTED_WIRES and "openai" in SUPPORTED_WIRES
     assert builtin_catalog() is builtin_catalog()  # loaded once, immutable
 
 
@@ -147,18 +148,43 @@ def test_numbered_keys_are_collected_in_order_and_deduplicated() -> None:
     assert groq.keys == ["a", "c", "b", "d"]
 
 
-def test_gemini_wire_and_keyless_providers_are_not_enabled() -> None:
-    env = {
-        "GOOGLE_API_KEY": "g",
-        "GEMINI_API_KEY": "g",
-        "GOOGLE_KEY": "g",
-        "KILO_API_KEY": "k",
-        "KILO_KEY": "k",
-    }
-    assert builtin_providers(env) == []
+def test_keyless_providers_are_not_enabled() -> None:
+    assert builtin_providers({"KILO_API_KEY": "k", "KILO_KEY": "k"}) == []
     kilo = next(p for p in builtin_catalog() if p.id == "kilo")
     assert kilo.auth == "none"
     assert kilo.key_env_names == ()
+
+
+@pytest.mark.parametrize("var", ["GOOGLE_API_KEY", "GEMINI_API_KEY", "GOOGLE_KEY", "GEMINI_API_KEY_2"])
+def test_google_ai_studio_is_enabled_by_its_key_variables(var: str) -> None:
+    (google,) = builtin_providers({var: " g-key "})
+    assert google.name == "google"
+    assert google.kind == "gemini"
+    assert google.base_url == "https://generativelanguage.googleapis.com/v1beta"
+    assert google.keys == ["g-key"]
+    assert google.timeout_s == 60.0
+    ids = [m.id for m in google.models]
+    assert "gemini-2.5-flash" in ids and "gemma-4-31b-it" in ids
+
+
+def test_google_keys_from_every_variable_are_collected_once() -> None:
+    env = {"GOOGLE_KEY": "a", "GOOGLE_API_KEY": "b", "GEMINI_API_KEY": "c", "GEMINI_API_KEY_1": "a"}
+    (google,) = builtin_providers(env)
+    assert google.keys == ["a", "b", "c"]
+
+
+def test_google_models_join_the_auto_chain_by_tier() -> None:
+    providers, chain = builtin_settings({"GEMINI_API_KEY": "g", "GROQ_API_KEY": "x"})
+    assert sorted(p.name for p in providers) == ["google", "groq"]
+    google_cfg = next(p for p in providers if p.name == "google")
+    google = [label for label in chain if label.startswith("google/")]
+    # Enabled tool-capable models only (Gemma is seeded without tools, 2.5 Pro is switched off).
+    assert google and all("gemma" not in label and label != "google/gemini-2.5-pro" for label in google)
+    assert set(google) == {f"google/{m.id}" for m in google_cfg.models if m.enabled and m.tools}
+    # Gemini 3 Flash is a Frontier model: it comes before every groq model (none is Frontier).
+    assert chain.index("google/gemini-3-flash-preview") < min(
+        i for i, label in enumerate(chain) if label.startswith("groq/")
+    )
 
 
 def test_cloudflare_needs_an_account_id(caplog: pytest.LogCaptureFixture) -> None:
