@@ -40,6 +40,7 @@ from freellm.core.messages import (
     content_stats,
     normalise_messages,
 )
+from freellm.core.validation import error_path, friendly_message, validation_error
 from freellm.errors import ClientError
 
 __all__ = ["ChatRequest", "ReasoningEffort", "ResponseFormat", "parse_chat_request"]
@@ -58,8 +59,6 @@ _AUTO_MODELS = frozenset({"", "auto", "auto:"})
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 _MAX_STOP = 64
 _KEPT_STOP = 4
-_MAX_ISSUES = 5
-_MAX_PATH_PART = 64
 
 
 # ---- field types ----------------------------------------------------------------------------------
@@ -341,17 +340,6 @@ _FORWARDED = tuple(n for n in ChatRequest.model_fields if n not in _NOT_FORWARDE
 
 # ---- parsing ----------------------------------------------------------------------------------------
 
-_FRIENDLY = {
-    "model_type": "Input should be an object",
-    "model_attributes_type": "Input should be an object",
-    "dict_type": "Input should be an object",
-    "list_type": "Input should be an array",
-    "string_type": "Input should be a string",
-    "int_type": "Input should be an integer",
-    "int_from_float": "Input should be an integer",
-    "float_type": "Input should be a number",
-    "bool_type": "Input should be a boolean",
-}
 
 
 _UNSERIALISABLE = "Invalid request: body: Input is nested too deeply or is not valid JSON"
@@ -381,25 +369,13 @@ def parse_chat_request(body: object) -> ChatRequest:
 
 
 def _client_error(errors: list[ErrorDetails]) -> ClientError:
-    issues: list[str] = []
-    first: str | None = None
-    for err in errors[:_MAX_ISSUES]:
-        path, msg = _describe(err)
-        if first is None:
-            first = path
-        issues.append(f"{path}: {msg}")
-    return ClientError(
-        400, "Invalid request: " + ", ".join(issues), type="invalid_request_error", param=first or None
-    )
+    return validation_error(errors, _describe)
 
 
 def _describe(err: ErrorDetails) -> tuple[str, str]:
     loc = list(err["loc"])
     kind = err["type"]
-    msg = _FRIENDLY.get(kind, err["msg"])
-    if kind == "too_short":
-        n = (err.get("ctx") or {}).get("min_length", 1)
-        msg = f"Array should have at least {n} item{'s' if n != 1 else ''}"
+    msg = friendly_message(err)
     # ('messages', 0, '<role tag>', 'content') → messages.0.content
     if len(loc) >= 3 and loc[0] == "messages" and isinstance(loc[1], int) and loc[2] in ROLE_TAGS:
         del loc[2]
@@ -409,5 +385,4 @@ def _describe(err: ErrorDetails) -> tuple[str, str]:
             msg = "Input should be one of " + ", ".join(ROLES)
         else:
             msg = "Input should be an object"
-    path = ".".join(str(p)[:_MAX_PATH_PART] for p in loc) or "body"
-    return path, msg
+    return error_path(loc), msg

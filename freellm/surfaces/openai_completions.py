@@ -28,6 +28,7 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 
 from freellm.core.chunks import Chunk
 from freellm.core.request import ChatRequest, Int, Number, Penalty, Unit, parse_chat_request
+from freellm.core.validation import error_path, friendly_message, validation_error
 from freellm.engine.context import TurnOutcome
 from freellm.errors import ClientError
 from freellm.server.errors import openai_error_body, register_error_style
@@ -63,8 +64,6 @@ _CUE = "Completion to insert:"
 
 _MAX_STOP = 64
 _KEPT_STOP = 4
-_MAX_ISSUES = 5
-_MAX_PATH_PART = 64
 _DONE = b"data: [DONE]\n\n"
 
 
@@ -168,18 +167,6 @@ _FORWARDED = (
     "repetition_penalty",
 )
 
-_FRIENDLY = {
-    "model_type": "Input should be an object",
-    "model_attributes_type": "Input should be an object",
-    "dict_type": "Input should be an object",
-    "list_type": "Input should be an array",
-    "string_type": "Input should be a string",
-    "int_type": "Input should be an integer",
-    "int_from_float": "Input should be an integer",
-    "float_type": "Input should be a number",
-    "bool_type": "Input should be a boolean",
-    "missing": "Field required",
-}
 _OUT_OF_RANGE = frozenset({"greater_than_equal", "less_than_equal", "none_required"})
 _UNSUPPORTED = {
     "n": "Only 1 is supported (one completion per request)",
@@ -205,22 +192,15 @@ def parse_completion_request(body: object) -> CompletionRequest:
 
 
 def _client_error(errors: list[ErrorDetails]) -> ClientError:
-    issues: list[str] = []
-    first: str | None = None
-    for err in errors[:_MAX_ISSUES]:
-        loc = [str(p)[:_MAX_PATH_PART] for p in err["loc"]]
-        path = ".".join(loc) or "body"
-        if first is None:
-            first = path
-        top = loc[0] if loc else ""
-        if top in _UNSUPPORTED and err["type"] in _OUT_OF_RANGE:
-            msg = _UNSUPPORTED[top]
-        else:
-            msg = _FRIENDLY.get(err["type"], err["msg"])
-        issues.append(f"{path}: {msg}")
-    return ClientError(
-        400, "Invalid request: " + ", ".join(issues), type="invalid_request_error", param=first
-    )
+    return validation_error(errors, _describe)
+
+
+def _describe(err: ErrorDetails) -> tuple[str, str]:
+    loc = err["loc"]
+    top = str(loc[0]) if loc else ""
+    if top in _UNSUPPORTED and err["type"] in _OUT_OF_RANGE:
+        return error_path(loc), _UNSUPPORTED[top]
+    return error_path(loc), friendly_message(err)
 
 
 def autocomplete_messages(prompt: str, suffix: str | None) -> list[dict[str, str]]:

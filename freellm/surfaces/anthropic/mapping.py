@@ -25,6 +25,7 @@ from typing import Any
 import orjson
 
 from freellm.core.request import ChatRequest, parse_chat_request
+from freellm.core.validation import invalid_request
 from freellm.errors import ClientError
 from freellm.routing.catalog import Catalog
 from freellm.surfaces.anthropic.documents import document_reason, document_text
@@ -36,7 +37,6 @@ from freellm.surfaces.anthropic.wire import (
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
-    invalid,
 )
 
 __all__ = [
@@ -141,18 +141,18 @@ class _Translator:
         if kind == "base64":
             media, data = source.get("media_type"), source.get("data")
             if not isinstance(media, str) or not isinstance(data, str) or not data:
-                raise invalid([f"{path}.source: a base64 image needs string `media_type` and `data`"], path)
+                raise invalid_request([f"{path}.source: a base64 image needs string `media_type` and `data`"], path)
             return {"type": "image_url", "image_url": {"url": f"data:{media};base64,{data}"}}
         if kind == "url":
             url = source.get("url")
             if not isinstance(url, str) or not url:
-                raise invalid([f"{path}.source.url: Input should be a non-empty string"], path)
+                raise invalid_request([f"{path}.source.url: Input should be a non-empty string"], path)
             return {"type": "image_url", "image_url": {"url": url}}
         if kind == "file":
-            raise invalid(
+            raise invalid_request(
                 [f"{path}.source: images from the Files API (source type `file`) are not supported"], path
             )
-        raise invalid([f"{path}.source.type: Input should be 'base64' or 'url'"], path)
+        raise invalid_request([f"{path}.source.type: Input should be 'base64' or 'url'"], path)
 
     def blocks_text(self, path: str, blocks: list[Any]) -> str:
         """Text of text blocks and inlined text documents (others dropped), joined with newlines."""
@@ -297,9 +297,9 @@ def to_chat_body(req: MessagesRequest, model: str) -> dict[str, Any]:
                 messages.append(msg)
     if tr.doc_issues:
         items = list(tr.doc_issues.items())[:_MAX_DOC_REASONS]
-        raise invalid([f"{where}: {reason}" for reason, where in items], items[0][1])
+        raise invalid_request([f"{where}: {reason}" for reason, where in items], items[0][1])
     if not messages:
-        raise invalid(["messages: at least one user or assistant message must have content"], "messages")
+        raise invalid_request(["messages: at least one user or assistant message must have content"], "messages")
     if system:
         messages.insert(0, {"role": "system", "content": "\n\n".join(system)})
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 from pydantic_core import ErrorDetails
 
 from freellm.core.request import Int
-from freellm.errors import ClientError
+from freellm.core.validation import error_path, friendly_message, validate_body
 
 __all__ = [
     "Block",
@@ -30,12 +30,9 @@ __all__ = [
     "ToolParam",
     "ToolResultBlock",
     "ToolUseBlock",
-    "invalid",
     "parse_messages_request",
 ]
 
-_MAX_ISSUES = 5
-_MAX_PATH_PART = 64
 
 
 class _Wire(BaseModel):
@@ -207,54 +204,13 @@ ToolResultBlock.model_rebuild()
 
 # ---- errors ------------------------------------------------------------------------------------------
 
-_FRIENDLY = {
-    "model_type": "Input should be an object",
-    "model_attributes_type": "Input should be an object",
-    "dict_type": "Input should be an object",
-    "list_type": "Input should be an array",
-    "string_type": "Input should be a string",
-    "int_type": "Input should be an integer",
-    "int_from_float": "Input should be an integer",
-    "float_type": "Input should be a number",
-    "bool_type": "Input should be a boolean",
-    "missing": "Field required",
-}
-
-
-def invalid(issues: list[str], param: str | None = None) -> ClientError:
-    """One 400 ``invalid_request_error`` listing ``path: message`` issues (at most five)."""
-    return ClientError(
-        400, "Invalid request: " + ", ".join(issues[:_MAX_ISSUES]), type="invalid_request_error", param=param
-    )
-
-
 def _describe(err: ErrorDetails) -> tuple[str, str]:
     # Discriminator tags ("<text>", "<blocks>"…) are ours, not the client's: drop them from the path.
     loc = [p for p in err["loc"] if not (isinstance(p, str) and p.startswith("<"))]
-    kind = err["type"]
-    msg = _FRIENDLY.get(kind, err["msg"])
-    if kind == "too_short":
-        n = (err.get("ctx") or {}).get("min_length", 1)
-        msg = f"Array should have at least {n} item{'s' if n != 1 else ''}"
-    elif kind == "literal_error":
-        msg = err["msg"]
-    path = ".".join(str(p)[:_MAX_PATH_PART] for p in loc) or "body"
-    return path, msg
+    msg = err["msg"] if err["type"] == "literal_error" else friendly_message(err)
+    return error_path(loc), msg
 
 
 def parse_messages_request(body: object) -> MessagesRequest:
     """Validate a decoded JSON body. Raises :class:`ClientError` (400) and nothing else."""
-    if not isinstance(body, dict):
-        raise invalid(["body: Input should be a JSON object"])
-    try:
-        return MessagesRequest.model_validate(body)
-    except ValidationError as exc:
-        issues: list[str] = []
-        first: str | None = None
-        for err in exc.errors(include_url=False)[:_MAX_ISSUES]:
-            path, msg = _describe(err)
-            first = first or path
-            issues.append(f"{path}: {msg}")
-        raise invalid(issues, first) from None
-    except (TypeError, ValueError, RecursionError, OverflowError):
-        raise invalid(["body: Input is nested too deeply or is not valid JSON"]) from None
+    return validate_body(MessagesRequest, body, _describe)

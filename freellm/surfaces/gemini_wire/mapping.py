@@ -41,6 +41,7 @@ from typing import Any
 import orjson
 
 from freellm.core.request import ChatRequest, ReasoningEffort, parse_chat_request
+from freellm.core.validation import invalid_request
 from freellm.errors import ClientError
 from freellm.routing.catalog import Catalog
 from freellm.surfaces.gemini_wire.wire import (
@@ -50,7 +51,6 @@ from freellm.surfaces.gemini_wire.wire import (
     GenerationConfig,
     Part,
     ThinkingConfig,
-    invalid,
 )
 
 __all__ = [
@@ -287,11 +287,11 @@ class _Translator:
                 try:
                     text = base64.b64decode(blob.data, validate=True).decode("utf-8")
                 except (binascii.Error, ValueError):
-                    raise invalid(
+                    raise invalid_request(
                         [f"{path}.inlineData.data: Input should be base64-encoded UTF-8 text"], path
                     ) from None
                 return {"type": "text", "text": text}
-            raise invalid(
+            raise invalid_request(
                 [
                     f"{path}.inlineData: mimeType `{blob.mime_type[:64]}` cannot be forwarded to the routed "
                     "models (images and text are supported; send a document's text instead)"
@@ -303,7 +303,7 @@ class _Translator:
         uri = fd.file_uri.strip()
         mime = (fd.mime_type or "").strip().lower()
         if not uri.lower().startswith(("http://", "https://")):
-            raise invalid(
+            raise invalid_request(
                 [
                     f"{path}.fileData.fileUri: only http(s) image URLs are supported "
                     "(Files API and gs:// URIs cannot be fetched by the routed models)"
@@ -311,7 +311,7 @@ class _Translator:
                 path,
             )
         if mime and not mime.startswith("image/"):
-            raise invalid(
+            raise invalid_request(
                 [f"{path}.fileData: mimeType `{(fd.mime_type or '')[:64]}` is not supported (images only)"],
                 path,
             )
@@ -390,7 +390,7 @@ def _role(ci: int, role: str | None) -> str:
         return "user"
     if r in ("model", "assistant"):
         return "model"
-    raise invalid([f"contents.{ci}.role: Input should be 'user' or 'model'"], f"contents.{ci}.role")
+    raise invalid_request([f"contents.{ci}.role: Input should be 'user' or 'model'"], f"contents.{ci}.role")
 
 
 def _messages(req: GenerateContentRequest) -> list[dict[str, Any]]:
@@ -404,7 +404,7 @@ def _messages(req: GenerateContentRequest) -> list[dict[str, Any]]:
         else:
             messages.extend(tr.user_turn(ci, content))
     if not messages:
-        raise invalid(
+        raise invalid_request(
             ["contents: at least one content must have a text, image or function call/response part"],
             "contents",
         )
@@ -444,7 +444,7 @@ def _tool_choice(req: GenerateContentRequest, names: set[str]) -> str | dict[str
         return "required"
     if mode == "MODE_UNSPECIFIED":
         return None
-    raise invalid(
+    raise invalid_request(
         ["toolConfig.functionCallingConfig.mode: Input should be 'AUTO', 'ANY', 'NONE' or 'VALIDATED'"],
         "toolConfig.functionCallingConfig.mode",
     )
@@ -474,7 +474,7 @@ def _generation(gc: GenerationConfig | None, body: dict[str, Any], default_max_t
             body["max_tokens"] = max_tokens
         return
     if gc.candidate_count is not None and gc.candidate_count > 1:
-        raise invalid(
+        raise invalid_request(
             ["generationConfig.candidateCount: only one candidate is supported"],
             "generationConfig.candidateCount",
         )
@@ -490,12 +490,12 @@ def _generation(gc: GenerationConfig | None, body: dict[str, Any], default_max_t
         k = gc.top_k
         if isinstance(k, float):
             if not k.is_integer() or k < 0:
-                raise invalid(
+                raise invalid_request(
                     ["generationConfig.topK: Input should be a whole number ≥ 0"], "generationConfig.topK"
                 )
             k = int(k)
         if k < 0:
-            raise invalid(
+            raise invalid_request(
                 ["generationConfig.topK: Input should be a whole number ≥ 0"], "generationConfig.topK"
             )
         if k >= 1:

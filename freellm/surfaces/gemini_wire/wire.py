@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 from pydantic_core import ErrorDetails
 
 from freellm.core.request import Int, Number
-from freellm.errors import ClientError
+from freellm.core.validation import error_path, friendly_message, invalid_request, validate_body
 
 __all__ = [
     "Blob",
@@ -34,13 +34,10 @@ __all__ = [
     "ThinkingConfig",
     "Tool",
     "ToolConfig",
-    "invalid",
     "parse_count_tokens_request",
     "parse_generate_request",
 ]
 
-_MAX_ISSUES = 5
-_MAX_PATH_PART = 64
 
 
 class _Wire(BaseModel):
@@ -181,57 +178,17 @@ class CountTokensRequest(_Wire):
 
 # ---- errors ------------------------------------------------------------------------------------------
 
-_FRIENDLY = {
-    "model_type": "Input should be an object",
-    "model_attributes_type": "Input should be an object",
-    "dict_type": "Input should be an object",
-    "list_type": "Input should be an array",
-    "string_type": "Input should be a string",
-    "int_type": "Input should be an integer",
-    "int_from_float": "Input should be an integer",
-    "float_type": "Input should be a number",
-    "bool_type": "Input should be a boolean",
-    "missing": "Field required",
-}
-
-
-def invalid(issues: list[str], param: str | None = None) -> ClientError:
-    """One 400 (``INVALID_ARGUMENT``) listing ``path: message`` issues (at most five)."""
-    return ClientError(
-        400, "Invalid request: " + ", ".join(issues[:_MAX_ISSUES]), type="invalid_request_error", param=param
-    )
-
-
 def _describe(err: ErrorDetails) -> tuple[str, str]:
     # Union branch names pydantic adds to the location ("Content", "str") are ours, not the client's.
     loc = [p for p in err["loc"] if not (isinstance(p, str) and p in ("Content", "str"))]
-    kind = err["type"]
-    msg = _FRIENDLY.get(kind, err["msg"])
-    if kind == "too_short":
-        n = (err.get("ctx") or {}).get("min_length", 1)
-        msg = f"Array should have at least {n} item{'s' if n != 1 else ''}"
-    path = ".".join(str(p)[:_MAX_PATH_PART] for p in loc) or "body"
-    return path, msg
+    return error_path(loc), friendly_message(err)
 
 
 M = TypeVar("M", bound=BaseModel)
 
 
 def _validate(model: type[M], body: object) -> M:
-    if not isinstance(body, dict):
-        raise invalid(["body: Input should be a JSON object"])
-    try:
-        return model.model_validate(body)
-    except ValidationError as exc:
-        issues: list[str] = []
-        first: str | None = None
-        for err in exc.errors(include_url=False)[:_MAX_ISSUES]:
-            path, msg = _describe(err)
-            first = first or path
-            issues.append(f"{path}: {msg}")
-        raise invalid(issues, first) from None
-    except (TypeError, ValueError, RecursionError, OverflowError):
-        raise invalid(["body: Input is nested too deeply or is not valid JSON"]) from None
+    return validate_body(model, body, _describe)
 
 
 def parse_generate_request(body: object) -> GenerateContentRequest:
@@ -243,5 +200,5 @@ def parse_count_tokens_request(body: object) -> CountTokensRequest:
     """Validate a ``:countTokens`` body (``contents`` or ``generateContentRequest`` required)."""
     req = _validate(CountTokensRequest, body)
     if req.generate_content_request is None and not req.contents:
-        raise invalid(["contents: Array should have at least 1 item"], "contents")
+        raise invalid_request(["contents: Array should have at least 1 item"], "contents")
     return req
