@@ -5,17 +5,16 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import orjson
 from aiohttp import web
 
 from freellm.core.request import parse_chat_request
-from freellm.errors import ClientError
+from freellm.server.body import read_json
 from freellm.server.state import BASE_HEADERS, GATEWAY
 from freellm.server.turn_http import respond_turn
 from freellm.surfaces import anthropic_messages, gemini, openai_completions, openai_responses
 from freellm.surfaces.openai_chat import ChatRenderer, chat_completion_body
 
-__all__ = ["add_routes", "read_json"]
+__all__ = ["add_routes"]
 
 log = logging.getLogger("freellm.server")
 
@@ -30,17 +29,6 @@ def add_routes(app: web.Application) -> None:
 
 async def health(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
-
-
-async def read_json(request: web.Request) -> Any:
-    """Read and decode the body: 413 past the size limit, 400 when it is not JSON."""
-    raw = await request.read()
-    if not raw:
-        raise ClientError(400, "Request body is empty; expected a JSON object.")
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise ClientError(400, f"Malformed JSON body: {exc}") from None
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:

@@ -31,6 +31,7 @@ from freellm.core.request import ChatRequest, Int, Number, Penalty, Unit, parse_
 from freellm.core.validation import error_path, friendly_message, validation_error
 from freellm.engine.context import TurnOutcome
 from freellm.errors import ClientError
+from freellm.server.body import read_json
 from freellm.server.errors import openai_error_body, register_error_style
 from freellm.server.state import GATEWAY
 from freellm.server.turn_http import respond_turn
@@ -373,7 +374,6 @@ def completion_body(outcome: TurnOutcome, *, echo_prompt: str | None = None) -> 
 
 
 async def completions(request: web.Request) -> web.StreamResponse:
-    from freellm.server.routes import read_json  # the shared body reader (routes imports this module)
 
     creq = parse_completion_request(await read_json(request))
     settings = request.app[GATEWAY].settings

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 from aiohttp import web
 
 from freellm.core.tokens import estimate_input_tokens
 from freellm.engine.context import TurnOutcome
-from freellm.errors import ClientError
+from freellm.server.body import read_json
 from freellm.server.state import BASE_HEADERS, GATEWAY, REQUEST_ID
 from freellm.server.turn_http import respond_turn
 from freellm.surfaces.anthropic.mapping import resolve_model, to_chat_request
@@ -29,20 +28,10 @@ MODELS_CREATED_AT = "2025-01-01T00:00:00Z"
 _SLOTS = (("opus", "claude-opus-4-5"), ("sonnet", "claude-sonnet-4-5"), ("haiku", "claude-haiku-4-5"))
 
 
-async def _read_json(request: web.Request) -> Any:
-    raw = await request.read()
-    if not raw:
-        raise ClientError(400, "Request body is empty; expected a JSON object.")
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise ClientError(400, f"Malformed JSON body: {exc}") from None
-
-
 async def messages(request: web.Request) -> web.StreamResponse:
     gw = request.app[GATEWAY]
     settings = gw.settings
-    wire = parse_messages_request(await _read_json(request))
+    wire = parse_messages_request(await read_json(request))
     target = resolve_model(wire.model, gw.catalog, settings.surfaces.anthropic.model_map)
     req = to_chat_request(wire, target)
     echo = wire.model if wire.model else target
@@ -64,7 +53,7 @@ async def messages(request: web.Request) -> web.StreamResponse:
 
 async def count_tokens(request: web.Request) -> web.Response:
     gw = request.app[GATEWAY]
-    wire = parse_messages_request(await _read_json(request))
+    wire = parse_messages_request(await read_json(request))
     req = to_chat_request(wire, "auto")
     tokens = estimate_input_tokens(req, image_tokens=gw.settings.routing.image_token_estimate)
     return web.json_response({"input_tokens": tokens}, headers=request[BASE_HEADERS])

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
 from aiohttp import web
 
 from freellm.core.tokens import estimate_input_tokens
 from freellm.engine.context import TurnOutcome
 from freellm.errors import ClientError
 from freellm.routing.catalog import Catalog
+from freellm.server.body import read_json
 from freellm.server.state import BASE_HEADERS, GATEWAY
 from freellm.server.turn_http import respond_turn
 from freellm.surfaces.gemini_wire.clients import is_gemini_client
@@ -55,16 +55,6 @@ _FAMILY_SLOTS = (
 )
 
 
-async def _read_json(request: web.Request) -> Any:
-    raw = await request.read()
-    if not raw:
-        raise ClientError(400, "Request body is empty; expected a JSON object.")
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise ClientError(400, f"Malformed JSON body: {exc}") from None
-
-
 def _split(tail: str) -> tuple[str, str]:
     model, sep, action = tail.rpartition(":")
     if not sep or action not in ACTIONS:
@@ -89,7 +79,7 @@ async def _generate(request: web.Request, model: str, *, stream: bool) -> web.St
     gw = request.app[GATEWAY]
     settings = gw.settings
     config = settings.surfaces.gemini
-    wire = parse_generate_request(await _read_json(request))
+    wire = parse_generate_request(await read_json(request))
     target = resolve_model(model, gw.catalog, config.model_map)
     req = to_chat_request(wire, target, stream=stream, default_max_tokens=config.default_max_output_tokens)
     prompt_estimate = estimate_input_tokens(req, image_tokens=settings.routing.image_token_estimate)
@@ -112,7 +102,7 @@ async def _generate(request: web.Request, model: str, *, stream: bool) -> web.St
 
 
 async def _count_tokens(request: web.Request) -> web.Response:
-    wire = parse_count_tokens_request(await _read_json(request))
+    wire = parse_count_tokens_request(await read_json(request))
     inner = wire.generate_content_request
     if inner is not None:
         total = estimate_count_tokens(inner.contents, inner)

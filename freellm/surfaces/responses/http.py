@@ -23,6 +23,7 @@ from aiohttp import web
 
 from freellm.engine.context import TurnOutcome
 from freellm.errors import ClientError, Exhausted
+from freellm.server.body import read_json
 from freellm.server.errors import register_error_style
 from freellm.server.state import BASE_HEADERS, GATEWAY, Gateway
 from freellm.server.turn_http import respond_turn
@@ -64,7 +65,7 @@ def responses_error_body(exc: ClientError | Exhausted) -> dict[str, Any]:
 async def create_response(request: web.Request) -> web.StreamResponse:
     gw = request.app[GATEWAY]
     cfg = gw.settings.surfaces.responses
-    parsed = parse_responses_request(await _read_json(request))
+    parsed = parse_responses_request(await read_json(request))
     now = time.time()
     history: list[dict[str, Any]] = []
     if parsed.previous_response_id is not None:
@@ -172,16 +173,6 @@ def _check_model(gw: Gateway, requested: str) -> None:
         if exc.status == 404:
             raise ClientError(400, exc.message, type=exc.type, code=exc.code, param=exc.param) from None
         raise
-
-
-async def _read_json(request: web.Request) -> Any:
-    raw = await request.read()
-    if not raw:
-        raise ClientError(400, "Request body is empty; expected a JSON object.", param="body")
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise ClientError(400, f"Malformed JSON body: {exc}", param="body") from None
 
 
 def _json_response(request: web.Request, body: dict[str, Any]) -> web.Response:
