@@ -26,8 +26,8 @@ import orjson
 
 from freellm.core.request import ChatRequest, parse_chat_request
 from freellm.core.validation import invalid_request
-from freellm.errors import ClientError
 from freellm.routing.catalog import Catalog
+from freellm.routing.family_map import DEFAULT_FAMILY, longest_family, resolve_mapped
 from freellm.surfaces.anthropic.documents import document_reason, document_text
 from freellm.surfaces.anthropic.wire import (
     Block,
@@ -50,7 +50,6 @@ __all__ = [
 
 DEFAULT_MAX_TOKENS = 1024
 _MAX_STOP = 4
-_DEFAULT_FAMILY = "default"
 _DEFAULT_NAMES = frozenset({"", "auto", "default", "freellmapi-auto", "freellm-auto"})
 _CLIENT_TOOL_TYPES = frozenset({"custom"})
 _MAX_DOC_REASONS = 3
@@ -68,23 +67,9 @@ def classify_family(name: str, model_map: dict[str, str]) -> str:
     unless the map names it.
     """
     lower = name.strip().lower()
-    if lower in _DEFAULT_NAMES:
-        return _DEFAULT_FAMILY
-    families = sorted((k for k in model_map if k.lower() != _DEFAULT_FAMILY), key=len, reverse=True)
-    if lower.startswith("opusplan") and not any(k.lower() == "opusplan" for k in families):
-        return _DEFAULT_FAMILY
-    for family in families:
-        if family.lower() in lower:
-            return family
-    return _DEFAULT_FAMILY
-
-
-def _resolvable(catalog: Catalog, name: str) -> bool:
-    try:
-        catalog.resolve(name)
-    except ClientError:
-        return False
-    return True
+    if lower.startswith("opusplan") and not any(k.lower() == "opusplan" for k in model_map):
+        return DEFAULT_FAMILY
+    return longest_family(name, model_map, default_names=_DEFAULT_NAMES)
 
 
 def resolve_model(requested: str | None, catalog: Catalog, model_map: dict[str, str]) -> str:
@@ -97,11 +82,7 @@ def resolve_model(requested: str | None, catalog: Catalog, model_map: dict[str, 
     name = (requested or "").strip()
     if name.lower().startswith("claude/"):
         name = name[len("claude/") :].strip()
-    if name and _resolvable(catalog, name):
-        return name
-    family = classify_family(name, model_map)
-    target = model_map.get(family) or model_map.get(_DEFAULT_FAMILY) or "auto"
-    return target if _resolvable(catalog, target) else "auto"
+    return resolve_mapped(name, classify_family(name, model_map), catalog, model_map)
 
 
 # ---- thinking ---------------------------------------------------------------------------------------

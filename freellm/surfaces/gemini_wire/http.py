@@ -21,6 +21,7 @@ from freellm.core.tokens import estimate_input_tokens
 from freellm.engine.context import TurnOutcome
 from freellm.errors import ClientError
 from freellm.routing.catalog import Catalog
+from freellm.routing.family_map import is_routable
 from freellm.server.body import read_json
 from freellm.server.state import BASE_HEADERS, GATEWAY
 from freellm.server.turn_http import respond_turn
@@ -206,14 +207,14 @@ async def get_model(request: web.Request) -> web.Response:
     catalog = gw.catalog
     name = strip_model_prefix(request.match_info["name"])
     if not is_gemini_client(request):
-        if not name or not _resolvable(catalog, name):
+        if not name or not is_routable(catalog, name):
             raise ClientError(404, f"The model `{name[:128]}` does not exist.", code="model_not_found")
         body = {"id": name, "object": "model", "created": 0, "owned_by": "freellm"}
         return web.json_response(body, headers=request[BASE_HEADERS])
     for entry, _ok in _entries(request):
         if entry["name"].lower() == f"models/{name}".lower():
             return web.json_response(entry, headers=request[BASE_HEADERS])
-    if name and _resolvable(catalog, name):
+    if name and is_routable(catalog, name):
         return web.json_response(
             _entry(name, name, f"freellm route {name}", _context(catalog, name)),
             headers=request[BASE_HEADERS],
@@ -224,10 +225,3 @@ async def get_model(request: web.Request) -> web.Response:
         return web.json_response(entry, headers=request[BASE_HEADERS])
     raise ClientError(404, f"Model `models/{name[:128]}` is not found.", code="model_not_found")
 
-
-def _resolvable(catalog: Catalog, name: str) -> bool:
-    try:
-        catalog.resolve(name)
-    except ClientError:
-        return False
-    return True

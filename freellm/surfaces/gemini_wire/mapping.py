@@ -42,8 +42,8 @@ import orjson
 
 from freellm.core.request import ChatRequest, ReasoningEffort, parse_chat_request
 from freellm.core.validation import invalid_request
-from freellm.errors import ClientError
 from freellm.routing.catalog import Catalog
+from freellm.routing.family_map import longest_family, resolve_mapped
 from freellm.surfaces.gemini_wire.wire import (
     Content,
     FunctionDeclaration,
@@ -69,7 +69,6 @@ __all__ = [
 IMAGE_TOKENS = 258
 """Gemini's flat token figure for an image (``:countTokens``)."""
 
-_DEFAULT_FAMILY = "default"
 _DEFAULT_NAMES = frozenset({"", "auto", "default"})
 _MAX_STOP = 4
 _LEVELS: dict[str, ReasoningEffort] = {"minimal": "minimal", "low": "low", "medium": "medium", "high": "high"}
@@ -92,22 +91,7 @@ def classify_family(name: str, model_map: dict[str, str]) -> str:
     """The ``model_map`` family a requested name belongs to (``default`` when none): the longest family
     key contained in the lower-cased name (``flash-lite`` beats ``flash``), or any key the operator
     added."""
-    lower = name.strip().lower()
-    if lower in _DEFAULT_NAMES:
-        return _DEFAULT_FAMILY
-    families = sorted((k for k in model_map if k.lower() != _DEFAULT_FAMILY), key=len, reverse=True)
-    for family in families:
-        if family.lower() in lower:
-            return family
-    return _DEFAULT_FAMILY
-
-
-def _resolvable(catalog: Catalog, name: str) -> bool:
-    try:
-        catalog.resolve(name)
-    except ClientError:
-        return False
-    return True
+    return longest_family(name, model_map, default_names=_DEFAULT_NAMES)
 
 
 def resolve_model(requested: str | None, catalog: Catalog, model_map: dict[str, str]) -> str:
@@ -118,11 +102,7 @@ def resolve_model(requested: str | None, catalog: Catalog, model_map: dict[str, 
     ``auto`` when it is not routable either).
     """
     name = strip_model_prefix(requested or "")
-    if name and _resolvable(catalog, name):
-        return name
-    family = classify_family(name, model_map)
-    target = model_map.get(family) or model_map.get(_DEFAULT_FAMILY) or "auto"
-    return target if _resolvable(catalog, target) else "auto"
+    return resolve_mapped(name, classify_family(name, model_map), catalog, model_map)
 
 
 # ---- schemas ------------------------------------------------------------------------------------------
