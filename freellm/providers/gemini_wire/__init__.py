@@ -6,15 +6,10 @@ with golden files.
 """
 
 from freellm.providers.gemini_wire.errors import gemini_error_message, inband_error, retry_delay_of
-from freellm.providers.gemini_wire.request import (
-    THINKING_BUDGETS,
-    InlineData,
-    fetchable_urls,
-    is_gemma,
-    needs_thought_signatures,
-    sniff_image_type,
-    to_gemini_request,
-)
+from freellm.providers.gemini_wire.generation import THINKING_BUDGETS
+from freellm.providers.gemini_wire.media import InlineData, fetchable_urls, sniff_image_type
+from freellm.providers.gemini_wire.models import is_gemma, needs_thought_signatures
+from freellm.providers.gemini_wire.request import to_gemini_request
 from freellm.providers.gemini_wire.schema import sanitize_parameters, sanitize_schema
 from freellm.providers.gemini_wire.signatures import SKIP_SIGNATURE, SignatureCache, canonical_args
 from freellm.providers.gemini_wire.stream import (
