@@ -25,7 +25,7 @@ from typing import Any, Final
 import orjson
 from aiohttp import web
 
-from freellm.sim.plan import Frame, FrameKind, Plan
+from freellm.sim.plan import Frame, FrameKind, Plan, interleave_garbage
 from freellm.sim.scenario import Scenario
 from freellm.sim.wire import RequestView, WireRequestError
 from freellm.wire.sse import encode_event
@@ -247,7 +247,7 @@ class AnthropicWire:
             if scenario.done:
                 frames.append(Frame(_event("message_stop", {}), FrameKind.POST))
         if scenario.malformed:
-            frames = _interleave_garbage(frames)
+            frames = interleave_garbage(frames, GARBAGE_FRAMES)
         return frames
 
     def render_completion(
@@ -338,18 +338,6 @@ def _first_content(frames: list[Frame], n: int) -> list[Frame]:
                 return frames[:i]
             seen += 1
     return list(frames)
-
-
-def _interleave_garbage(frames: list[Frame]) -> list[Frame]:
-    out: list[Frame] = []
-    n = 0
-    last = len(frames) - 1
-    for i, frame in enumerate(frames):
-        out.append(frame)
-        if i < last and frame.kind is not FrameKind.NOISE:
-            out.append(Frame(GARBAGE_FRAMES[n % len(GARBAGE_FRAMES)], FrameKind.NOISE))
-            n += 1
-    return out
 
 
 # ---- request checks (Anthropic's rules and wording) ------------------------------------------------

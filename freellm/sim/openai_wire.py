@@ -14,7 +14,7 @@ from typing import Any, Final
 import orjson
 from aiohttp import web
 
-from freellm.sim.plan import Frame, FrameKind, Plan
+from freellm.sim.plan import Frame, FrameKind, Plan, interleave_garbage
 from freellm.sim.scenario import Scenario
 from freellm.sim.wire import RequestView, WireRequestError
 
@@ -174,7 +174,7 @@ class OpenAIWire:
         frames.extend(Frame(b"data: " + orjson.dumps(chunk) + b"\n\n", kind) for chunk, kind in items)
         frames.extend(Frame(data, FrameKind.POST) for data in tail)
         if scenario.malformed:
-            frames = _interleave_garbage(frames)
+            frames = interleave_garbage(frames, GARBAGE_FRAMES)
         return frames
 
     def render_completion(
@@ -220,19 +220,6 @@ class OpenAIWire:
             "object": "list",
             "data": [{"id": m, "object": "model", "created": 0, "owned_by": provider} for m in models],
         }
-
-
-def _interleave_garbage(frames: list[Frame]) -> list[Frame]:
-    """Put one garbage line after every real frame but the last, cycling through the garbage kinds."""
-    out: list[Frame] = []
-    n = 0
-    last = len(frames) - 1
-    for i, frame in enumerate(frames):
-        out.append(frame)
-        if i < last and frame.kind is not FrameKind.NOISE:
-            out.append(Frame(GARBAGE_FRAMES[n % len(GARBAGE_FRAMES)], FrameKind.NOISE))
-            n += 1
-    return out
 
 
 OPENAI_WIRE: Final = OpenAIWire()

@@ -7,6 +7,7 @@ Every wire (OpenAI today, Gemini and Anthropic later) renders the same plan, so 
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -102,3 +103,17 @@ def build_plan(scenario: Scenario, provider: str, model: str, prompt_chars: int,
         prompt_tokens=max(1, prompt_chars // 4),
         completion_tokens=max(1, out_chars // 4),
     )
+
+
+def interleave_garbage(frames: list[Frame], garbage: Sequence[bytes]) -> list[Frame]:
+    """Put one of the wire's garbage lines after every real frame but the last, cycling through them
+    (the ``malformed`` fault: what a client must skip without losing a real frame)."""
+    out: list[Frame] = []
+    n = 0
+    last = len(frames) - 1
+    for i, frame in enumerate(frames):
+        out.append(frame)
+        if i < last and frame.kind is not FrameKind.NOISE:
+            out.append(Frame(garbage[n % len(garbage)], FrameKind.NOISE))
+            n += 1
+    return out

@@ -18,7 +18,7 @@ from typing import Any, Final, Literal
 import orjson
 
 from freellm.sim.gemini_wire.errors import inband_error_body
-from freellm.sim.plan import Frame, FrameKind, Plan
+from freellm.sim.plan import Frame, FrameKind, Plan, interleave_garbage
 from freellm.sim.scenario import Scenario
 from freellm.sim.wire import RequestView
 
@@ -110,7 +110,7 @@ def render_stream(
     frames = [Frame(KEEPALIVE_FRAME, FrameKind.NOISE)] * scenario.keepalive_comments
     frames.extend(Frame(b"data: " + orjson.dumps(obj) + b"\r\n\r\n", kind) for obj, kind in items)
     if scenario.malformed:
-        frames = _interleave_garbage(frames)
+        frames = interleave_garbage(frames, GARBAGE_FRAMES)
     return frames
 
 
@@ -186,15 +186,3 @@ def _parts(
     if plan.reasoning and texts and not calls:
         texts[-1]["thoughtSignature"] = thought_signature_of("", plan.text)
     return thoughts, texts, calls
-
-
-def _interleave_garbage(frames: list[Frame]) -> list[Frame]:
-    out: list[Frame] = []
-    n = 0
-    last = len(frames) - 1
-    for i, frame in enumerate(frames):
-        out.append(frame)
-        if i < last and frame.kind is not FrameKind.NOISE:
-            out.append(Frame(GARBAGE_FRAMES[n % len(GARBAGE_FRAMES)], FrameKind.NOISE))
-            n += 1
-    return out
