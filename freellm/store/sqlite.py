@@ -235,8 +235,10 @@ class SQLiteStore(MemoryStore):
         return n
 
     async def clear_events(self, name: str, scope: str) -> None:
-        self._events.pop((name, scope), None)
-        self._pending.events.append((name, scope, None))
+        # Every success clears its key's ladder/streak events: only touch the disk when there were some
+        # (memory holds every event the file has, loaded at open()).
+        if self._events.pop((name, scope), None) is not None:
+            self._pending.events.append((name, scope, None))
 
     async def set_setting(self, name: str, value: str) -> None:
         self._settings[name] = value
