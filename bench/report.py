@@ -1,0 +1,288 @@
+"""Turning raw results into derived figures, the Markdown table, and the docs section."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bench.targets import ALL_TARGETS, LABELS
+
+BEGIN = "<!-- bench:results:begin -->"
+END = "<!-- bench:results:end -->"
+SOAK_BEGIN = "<!-- bench:soak:begin -->"
+SOAK_END = "<!-- bench:soak:end -->"
+
+# The issue's targets (issue 3, item 4).
+GOAL_ADDED_MS = 1.0
+GOAL_VS_LITELLM = 20.0
+GOAL_VS_PORTKEY = 2.0
+GOAL_VS_FLOOR = 0.5
+GOAL_IDLE_RSS_MB = 80.0
+
+DASH = "\u2013"  # en dash: "no value" in a table cell
+TIMES = "\u00d7"  # multiplication sign, for ratios
+
+NOISY_PCT = 10.0
+"""A cell during which processes not started by the benchmark used more than this (% of one core) is marked."""
+
+
+def _cells(results: dict, name: str) -> dict[tuple[str, int], dict]:
+    t = results["targets"].get(name)
+    if not t or t.get("status") != "ok":
+        return {}
+    return {(c["mode"], c["c"]): c for c in t.get("cells", []) if "error" not in c}
+
+
+def _sub(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else round(a - b, 3)
+
+
+def _div(a: float | None, b: float | None) -> float | None:
+    return None if a is None or not b else round(a / b, 2)
+
+
+def derive(results: dict) -> dict:
+    """Added latency over direct (per cell), throughput ratios, and the issue's goals."""
+    direct = _cells(results, "direct")
+    for name in ALL_TARGETS:
+        if name == "direct":
+            continue
+        for key, cell in _cells(results, name).items():
+            d = direct.get(key)
+            if d:
+                cell["added_p50_ms"] = _sub(cell.get("p50_ms"), d.get("p50_ms"))
+                if "ttfb_p50_ms" in cell:
+                    cell["added_ttfb_p50_ms"] = _sub(cell.get("ttfb_p50_ms"), d.get("ttfb_p50_ms"))
+    fl = _cells(results, "freellm")
+    ratios = []
+    for key, cell in sorted(fl.items(), key=lambda kv: (kv[0][0] != "non-stream", kv[0][1])):
+        row = {"mode": key[0], "c": key[1]}
+        for peer in ("litellm", "portkey", "floor"):
+            other = _cells(results, peer).get(key)
+            row[f"vs_{peer}"] = _div(cell.get("rps"), other.get("rps") if other else None)
+        ratios.append(row)
+    goals = []
+    maxc = max(results["meta"]["concurrency"]) if results["meta"]["concurrency"] else 0
+
+    def goal(what: str, value: float | None, target: float, higher_is_better: bool, unit: str) -> None:
+        met = None if value is None else (value >= target if higher_is_better else value <= target)
+        goals.append(
+            {
+                "goal": what,
+                "value": value,
+                "target": target,
+                "higher": higher_is_better,
+                "unit": unit,
+                "met": met,
+            }
+        )
+
+    c1 = fl.get(("non-stream", 1))
+    goal("added p50, non-stream, c=1", c1.get("added_p50_ms") if c1 else None, GOAL_ADDED_MS, False, "ms")
+    s1 = fl.get(("stream", 1))
+    goal(
+        "added TTFB p50, stream, c=1", s1.get("added_ttfb_p50_ms") if s1 else None, GOAL_ADDED_MS, False, "ms"
+    )
+    for mode in ("non-stream", "stream"):
+        row = next((r for r in ratios if r["mode"] == mode and r["c"] == maxc), None)
+        goal(f"req/s vs LiteLLM, {mode}, c={maxc}", row and row["vs_litellm"], GOAL_VS_LITELLM, True, TIMES)
+        goal(f"req/s vs Portkey, {mode}, c={maxc}", row and row["vs_portkey"], GOAL_VS_PORTKEY, True, TIMES)
+        goal(f"req/s vs floor, {mode}, c={maxc}", row and row["vs_floor"], GOAL_VS_FLOOR, True, TIMES)
+    t = results["targets"].get("freellm") or {}
+    goal("idle RSS per worker", t.get("idle_rss_mb"), GOAL_IDLE_RSS_MB, False, "MiB")
+    return {"ratios": ratios, "goals": goals}
+
+
+def _num(v: float | None, signed: bool = False) -> str:
+    if v is None:
+        return DASH
+    a = abs(v)
+    text = f"{v:.2f}" if a < 10 else f"{v:.1f}" if a < 100 else f"{v:,.0f}"
+    return ("+" + text) if signed and v > 0 else text
+
+
+def _pct(v: float | None) -> str:
+    return DASH if v is None else f"{v:.0f}"
+
+
+def _rps(v: float | None) -> str:
+    return DASH if v is None else f"{v:,.0f}"
+
+
+def _ratio(v: float | None) -> str:
+    return DASH if v is None else f"{v:.2f}{TIMES}" if v < 10 else f"{v:.1f}{TIMES}"
+
+
+def cell_line(cell: dict) -> str:
+    if "error" in cell:
+        return f"{cell['mode']:>10} c={cell['c']:<3} ERROR {cell['error']}"
+    parts = [
+        f"{cell['mode']:>10} c={cell['c']:<3}",
+        f"{_rps(cell['rps']):>7} req/s",
+        f"p50 {_num(cell['p50_ms'])} ms",
+        f"p99 {_num(cell['p99_ms'])} ms",
+    ]
+    if "ttfb_p50_ms" in cell:
+        parts.append(
+            f"TTFB p50 {_num(cell['ttfb_p50_ms'])} / p99 {_num(cell['ttfb_p99_ms'])} ms (n={cell['ttfb_n']})"
+        )
+        if cell.get("ttfb_errors"):
+            parts.append(f"probe errors {cell['ttfb_errors']} ({cell.get('ttfb_last_error', '')[:80]})")
+    if cell.get("server_cpu_pct") is not None:
+        parts.append(
+            f"CPU server {_pct(cell['server_cpu_pct'])}% / load core {_pct(cell.get('load_core_pct'))}%"
+        )
+    if "peak_rss_mb" in cell:
+        parts.append(f"RSS {cell['peak_rss_mb']} MiB")
+    if cell.get("foreign_cpu_pct") is not None and cell["foreign_cpu_pct"] > NOISY_PCT:
+        parts.append(f"!! other processes used {cell['foreign_cpu_pct']}% CPU")
+    if cell.get("errors"):
+        parts.append(f"errors {cell['errors']} {cell.get('error_detail')}")
+    if cell.get("retried_after_crash"):
+        parts.append("(measured again after a crash)")
+    return "  ".join(parts)
+
+
+def markdown(results: dict) -> str:
+    meta = results["meta"]
+    v = meta["versions"]
+    m = meta["machine"]
+    lines = [
+        f"Run {meta['started_at']} with `{meta['command']}` ({meta.get('elapsed_s', '?')} s in all).",
+        "",
+        f"- Load generator: **{meta['loadgen_label']}**, {meta['duration_s']:g} s per cell after "
+        f"{meta['warmup_s']:g} s of warm-up; streams of {meta['chunks']} content chunks, "
+        f"{meta['chunk_delay_ms']:g} ms between chunks; {meta['workers']} worker(s) per gateway.",
+        f"- TTFB: `bench/ttfb_probe.py`, alone for c=1; at {meta['probe_rate']:g} req/s on one extra connection "
+        "alongside the load for c>1.",
+        f"- Placement: {meta['placement']}; {meta.get('priority', 'default priority')}.",
+        f"- Machine: {m['nproc']} cores ({m['cpu']}), {m['memory_gib']} GiB, Linux {m['kernel']}.",
+        "- Versions: " + ", ".join(f"{k} {val}" for k, val in v.items()) + ".",
+        *_noise_lines(results),
+        "",
+        "| target | mode | c | req/s | p50 ms | p99 ms | TTFB p50 ms | TTFB p99 ms | added p50 ms | added TTFB p50 ms "
+        "| server CPU % | load core % | peak RSS MiB | errors |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+    ]
+    for name in ALL_TARGETS:
+        t = results["targets"].get(name)
+        if t is None:
+            continue
+        label = LABELS[name]
+        if t["status"] != "ok":
+            lines.append(f"| {label} | {t['status']}: {_md(t.get('reason', ''))} | | | | | | | | | | | | |")
+            continue
+        for c in t["cells"]:
+            if "error" in c:
+                lines.append(
+                    f"| {label} | {c['mode']} | {c['c']} | error: {_md(c['error'])} | | | | | | | | | | |"
+                )
+                continue
+            lines.append(
+                "| "
+                + " | ".join(
+                    [
+                        label,
+                        c["mode"],
+                        str(c["c"]),
+                        _rps(c["rps"]) + (" †" if (c.get("foreign_cpu_pct") or 0) > NOISY_PCT else ""),
+                        _num(c["p50_ms"]),
+                        _num(c["p99_ms"]),
+                        _num(c.get("ttfb_p50_ms")),
+                        _num(c.get("ttfb_p99_ms")),
+                        _num(c.get("added_p50_ms"), signed=True) if name != "direct" else "",
+                        _num(c.get("added_ttfb_p50_ms"), signed=True) if name != "direct" else "",
+                        _pct(c.get("server_cpu_pct")),
+                        _pct(c.get("load_core_pct")),
+                        _num(c.get("peak_rss_mb")) if "peak_rss_mb" in c else "",
+                        (str(c["errors"]) if c["errors"] else "0")
+                        + (" (cell re-run after a crash)" if c.get("retried_after_crash") else ""),
+                    ]
+                )
+                + " |"
+            )
+    lines += [
+        "",
+        "| gateway | version | idle RSS MiB | peak RSS MiB | start-up s | status |",
+        "|---|---|--:|--:|--:|---|",
+    ]
+    for name in ALL_TARGETS:
+        t = results["targets"].get(name)
+        if t is None or name == "direct":
+            continue
+        status = "ok" if t["status"] == "ok" else f"{t['status']}: {_md(t.get('reason', ''))}"
+        for crash in t.get("crashes", []):
+            status += f"; **{_md(crash)}** (restarted, cell measured again)"
+        if t.get("note"):
+            status += f" ({_md(t['note'])})"
+        lines.append(
+            f"| {LABELS[name]} | {_md(t.get('version', ''))} | {_num(t.get('idle_rss_mb'))} | "
+            f"{_num(t.get('peak_rss_mb'))} | {_num(t.get('startup_s'))} | {status} |"
+        )
+    d = results.get("derived") or {}
+    if d.get("ratios"):
+        lines += [
+            "",
+            "| freellm req/s ÷ | mode | c | LiteLLM | Portkey | floor |",
+            "|---|---|--:|--:|--:|--:|",
+        ]
+        for r in d["ratios"]:
+            lines.append(
+                f"| | {r['mode']} | {r['c']} | {_ratio(r['vs_litellm'])} | {_ratio(r['vs_portkey'])} | {_ratio(r['vs_floor'])} |"
+            )
+    if d.get("goals"):
+        lines += ["", "| issue 3 target | measured | goal | met |", "|---|--:|--:|---|"]
+        for g in d["goals"]:
+            op = "≥" if g["higher"] else "≤"
+            unit = g["unit"]
+            val = (
+                "not measured"
+                if g["value"] is None
+                else (
+                    _ratio(g["value"]) if unit == TIMES else f"{_num(g['value'], signed=unit == 'ms')} {unit}"
+                )
+            )
+            goal_text = f"{op} {g['target']:g}{unit}" if unit == TIMES else f"{op} {g['target']:g} {unit}"
+            met = DASH if g["met"] is None else ("yes" if g["met"] else "**no**")
+            lines.append(f"| {g['goal']} | {val} | {goal_text} | {met} |")
+    return "\n".join(lines) + "\n"
+
+
+def _noise_lines(results: dict) -> list[str]:
+    seen = [
+        (c["foreign_cpu_pct"], f"{LABELS[n]} {c['mode']} c={c['c']}")
+        for n, t in results["targets"].items()
+        for c in t.get("cells", [])
+        if c.get("foreign_cpu_pct") is not None
+    ]
+    if not seen:
+        return []
+    avg = sum(p for p, _ in seen) / len(seen)
+    worst = max(seen)
+    line = (
+        f"- Other load: processes not started by the benchmark used {avg:.1f}% of one core on average during "
+        f"the measured cells (most: {worst[0]:.1f}% in {worst[1]})."
+    )
+    noisy = sum(1 for p, _ in seen if p > NOISY_PCT)
+    if noisy:
+        line += f" **{noisy} cell(s) marked † ran beside more than {NOISY_PCT:g}% foreign CPU: treat them with care.**"
+    load = results["meta"].get("loadavg_at_start")
+    if load:
+        line += f" Load average at start: {load}."
+    return [line]
+
+
+def _md(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def update_docs(path: Path, begin: str, end: str, body: str) -> None:
+    """Replace the text between ``begin`` and ``end`` in ``path`` (appending both markers if absent)."""
+    text = path.read_text() if path.exists() else ""
+    block = f"{begin}\n{body.rstrip()}\n{end}"
+    if begin in text and end in text and text.index(begin) < text.index(end):
+        head, rest = text.split(begin, 1)
+        _, tail = rest.split(end, 1)
+        text = head + block + tail
+    else:
+        text = text.rstrip() + ("\n\n" if text else "") + block + "\n"
+    path.write_text(text)

@@ -1,0 +1,309 @@
+"""The servers under test: the simulator itself, freellm, the floor proxy, LiteLLM and Portkey.
+
+Each launcher starts its server (pinned to the server core), waits until it answers, and returns a
+:class:`Running` target that says where to send a chat request and which headers it needs. Every target
+is pointed at the same virtual provider of the same simulator, and every client request carries the
+same JSON body, so the only difference between two rows of the table is the server in the middle.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from bench import peers
+from bench.loadgen import REPO, bench_env
+from bench.procs import Placement, Proc, free_port
+
+SIM_PROVIDER = "bench"
+MODEL = "model-x"
+UPSTREAM_KEY = "sk-bench-upstream"
+CLIENT_KEY = "sk-bench-client-0123456789abcdef0123456789abcdef0123456789abcdef0123456789ab"
+"""freellm's client key and LiteLLM's master key (LiteLLM refuses to start without a long one)."""
+
+ALL_TARGETS = ("direct", "floor", "freellm", "portkey", "litellm")
+GATEWAYS = ("floor", "freellm", "portkey", "litellm")
+LABELS = {
+    "direct": "direct (simulator)",
+    "floor": "floor (bare aiohttp proxy)",
+    "freellm": "freellm",
+    "portkey": "Portkey gateway",
+    "litellm": "LiteLLM proxy",
+}
+
+
+@dataclass
+class Context:
+    sim_base: str
+    """``http://127.0.0.1:<port>`` of the shared simulator."""
+    sim_proc: Proc
+    work: Path
+    """Temporary directory for configs, data dirs and logs of this run."""
+    placement: Placement
+    workers: int
+    install: bool
+    portkey_version: str = peers.PORTKEY_VERSION
+
+    @property
+    def upstream(self) -> str:
+        return f"{self.sim_base}/{SIM_PROVIDER}/v1"
+
+
+@dataclass
+class Running:
+    name: str
+    url: str
+    headers: dict[str, str]
+    version: str
+    proc: Proc | None
+    """The gateway process (RSS is measured on it and its children); None for ``direct``."""
+    startup_s: float = 0.0
+    note: str = ""
+    sim_pid: int | None = None
+    """``direct`` only: the simulator's pid (the server under test, for CPU accounting)."""
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.stop()
+
+
+def freellm_version() -> str:
+    from freellm import __version__
+
+    rev = ""
+    git = shutil.which("git")
+    if git:
+        import subprocess
+
+        out = subprocess.run(
+            [git, "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        )
+        dirty = subprocess.run(
+            [git, "-C", str(REPO), "status", "--porcelain", "--", "freellm"], capture_output=True, text=True
+        )
+        if out.returncode == 0:
+            rev = f" ({out.stdout.strip()}{'+dirty' if dirty.stdout.strip() else ''})"
+    return __version__ + rev
+
+
+def start_direct(ctx: Context) -> Running:
+    from freellm import __version__
+
+    return Running(
+        name="direct",
+        url=f"{ctx.upstream}/chat/completions",
+        headers={"Authorization": f"Bearer {UPSTREAM_KEY}"},
+        version=f"freellm sim {__version__}",
+        proc=None,
+    )
+
+
+def freellm_config(ctx: Context, port: int, data_dir: Path, extra: dict | None = None) -> dict:
+    cfg: dict = {
+        "server": {"host": "127.0.0.1", "port": port, "ip_rate_limit_rpm": 0, "workers": ctx.workers},
+        "auth": {"api_keys": [CLIENT_KEY]},
+        "storage": {"path": str(data_dir)},
+        "providers": [
+            {
+                "name": SIM_PROVIDER,
+                "kind": "openai",
+                "base_url": ctx.upstream,
+                "keys": [UPSTREAM_KEY],
+                "models": [{"id": MODEL}],
+            }
+        ],
+        "chain": [f"{SIM_PROVIDER}/{MODEL}"],
+    }
+    for k, v in (extra or {}).items():
+        if isinstance(v, dict) and isinstance(cfg.get(k), dict):
+            cfg[k].update(v)
+        else:
+            cfg[k] = v
+    return cfg
+
+
+def freellm_argv(config_path: Path) -> list[str]:
+    script = Path(sys.executable).parent / "freellm"
+    if script.exists():
+        return [str(script), "serve", "--config", str(config_path)]
+    return [sys.executable, "-m", "freellm.cli", "serve", "--config", str(config_path)]
+
+
+def launch_freellm(ctx: Context, name: str, cfg: dict, port: int) -> Proc:
+    config_path = ctx.work / f"{name}.yaml"
+    config_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    proc = Proc(
+        name,
+        freellm_argv(config_path),
+        ctx.work / "logs" / f"{name}.log",
+        env=bench_env(),
+        cwd=REPO,
+        cores=ctx.placement.server,
+    ).start()
+    return proc
+
+
+def start_freellm(ctx: Context) -> Running:
+    port = free_port()
+    cfg = freellm_config(ctx, port, ctx.work / "freellm-data")
+    proc = launch_freellm(ctx, "freellm", cfg, port)
+    try:
+        took = proc.wait_ready(f"http://127.0.0.1:{port}/health", 60)
+    except BaseException:
+        proc.stop()
+        raise
+    note = ""
+    if ctx.workers > 1:
+        note = f"config asks server.workers={ctx.workers}; freellm serve honours it only once multi-worker serving lands"
+    return Running(
+        name="freellm",
+        url=f"http://127.0.0.1:{port}/v1/chat/completions",
+        headers={"Authorization": f"Bearer {CLIENT_KEY}"},
+        version=freellm_version(),
+        proc=proc,
+        startup_s=took,
+        note=note,
+    )
+
+
+def start_floor(ctx: Context) -> Running:
+    import aiohttp
+
+    port = free_port()
+    proc = Proc(
+        "floor",
+        [
+            sys.executable,
+            str(REPO / "bench" / "floor_proxy.py"),
+            "--port",
+            str(port),
+            "--upstream",
+            ctx.upstream,
+        ],
+        ctx.work / "logs" / "floor.log",
+        env=bench_env(),
+        cwd=REPO,
+        cores=ctx.placement.server,
+    ).start()
+    try:
+        took = proc.wait_ready(f"http://127.0.0.1:{port}/health", 30)
+    except BaseException:
+        proc.stop()
+        raise
+    return Running(
+        name="floor",
+        url=f"http://127.0.0.1:{port}/v1/chat/completions",
+        headers={"Authorization": f"Bearer {UPSTREAM_KEY}"},
+        version=f"bench/floor_proxy.py (aiohttp {aiohttp.__version__})",
+        proc=proc,
+        startup_s=took,
+    )
+
+
+def start_litellm(ctx: Context) -> Running:
+    version = peers.ensure_litellm(ctx.work / "logs" / "install-litellm.log", install=ctx.install)
+    port = free_port()
+    cfg = {
+        "model_list": [
+            {
+                "model_name": MODEL,
+                "litellm_params": {
+                    "model": f"openai/{MODEL}",
+                    "api_base": ctx.upstream,
+                    "api_key": UPSTREAM_KEY,
+                },
+            }
+        ],
+        "litellm_settings": {"telemetry": False, "drop_params": True},
+        "general_settings": {"master_key": CLIENT_KEY},
+    }
+    config_path = ctx.work / "litellm.yaml"
+    config_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    env.update(
+        {
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",  # no fetch of the model price list at start-up
+            "LITELLM_TELEMETRY": "False",
+            "LITELLM_LOG": "ERROR",
+        }
+    )
+    argv = [
+        str(peers.LITELLM_VENV / "bin" / "litellm"),
+        "--config",
+        str(config_path),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--num_workers",
+        str(ctx.workers),
+    ]
+    proc = Proc(
+        "litellm", argv, ctx.work / "logs" / "litellm.log", env=env, cwd=ctx.work, cores=ctx.placement.server
+    ).start()
+    try:
+        took = proc.wait_ready(f"http://127.0.0.1:{port}/health/liveliness", 180)
+    except BaseException:
+        proc.stop()
+        raise
+    return Running(
+        name="litellm",
+        url=f"http://127.0.0.1:{port}/v1/chat/completions",
+        headers={"Authorization": f"Bearer {CLIENT_KEY}"},
+        version=version,
+        proc=proc,
+        startup_s=took,
+    )
+
+
+def start_portkey(ctx: Context) -> Running:
+    version = peers.ensure_portkey(
+        ctx.work / "logs" / "install-portkey.log", install=ctx.install, version=ctx.portkey_version
+    )
+    node = shutil.which("node")
+    assert node is not None
+    port = free_port()
+    env = dict(os.environ)
+    env["NODE_ENV"] = "production"
+    argv = [node, str(peers.portkey_entry()), f"--port={port}", "--headless"]
+    proc = Proc(
+        "portkey",
+        argv,
+        ctx.work / "logs" / "portkey.log",
+        env=env,
+        cwd=peers.NODE_DIR,
+        cores=ctx.placement.server,
+    ).start()
+    try:
+        took = proc.wait_ready(f"http://127.0.0.1:{port}/", 60)
+    except BaseException:
+        proc.stop()
+        raise
+    return Running(
+        name="portkey",
+        url=f"http://127.0.0.1:{port}/v1/chat/completions",
+        headers={
+            "Authorization": f"Bearer {UPSTREAM_KEY}",
+            "x-portkey-provider": "openai",
+            "x-portkey-custom-host": ctx.upstream,
+        },
+        version=version,
+        proc=proc,
+        startup_s=took,
+    )
+
+
+LAUNCHERS: dict[str, Callable[[Context], Running]] = {
+    "direct": start_direct,
+    "floor": start_floor,
+    "freellm": start_freellm,
+    "portkey": start_portkey,
+    "litellm": start_litellm,
+}
