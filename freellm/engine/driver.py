@@ -27,6 +27,25 @@ class HedgeExpired(Exception):
     """The loop's wall-clock budget ran out while an uncommitted attempt was still waiting."""
 
 
+class _NoHedge:
+    """Stands in for ``asyncio.Timeout`` when the attempt has no wall-clock deadline."""
+
+    async def __aenter__(self) -> _NoHedge:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+    def reschedule(self, when: float | None) -> None:
+        return None
+
+    def expired(self) -> bool:
+        return False
+
+
+_NO_HEDGE = _NoHedge()
+
+
 def attempt_timeouts(settings: Settings, attempt: Attempt) -> Timeouts:
     stream = settings.stream
     first_byte = stream.first_byte_timeout_s or attempt.provider.config.timeout_s
@@ -53,7 +72,10 @@ async def drive_attempt(
     )
     ttfb_ms: int | None = None
     body = req.upstream_body(attempt.route.model, stream=sink.streaming)
-    hedge = asyncio.timeout_at(attempt.deadline)
+    # Attempts 0 and 1 have no hedge: skip the timer (and its task lookup) on the common path.
+    hedge: asyncio.Timeout | _NoHedge = (
+        asyncio.timeout_at(attempt.deadline) if attempt.deadline is not None else _NO_HEDGE
+    )
     upstream = None
     try:
         async with hedge:

@@ -68,12 +68,12 @@ class AnthropicProvider:
             **self._extra_headers,
         }
         payload = orjson.dumps(self.build_body(body, stream=stream))
-        resp, deadline = await post_json(
-            self._session, self._url, payload, headers, timeouts, message_of=anthropic_error_message
+        resp = await post_json(
+            self._session, self._url, payload, headers, timeouts, stream=stream, message_of=anthropic_error_message
         )
         if stream:
             return AnthropicStream(resp, timeouts.stall)
-        raw = await read_body(resp, deadline)
+        raw = await read_body(resp)
         try:
             message = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:

@@ -147,12 +147,13 @@ class GeminiProvider:
             **self._extra_headers,
         }
         try:
-            resp, deadline = await post_json(
+            resp = await post_json(
                 self._session,
                 self.url(model, stream=stream),
                 payload,
                 headers,
                 timeouts,
+                stream=stream,
                 message_of=gemini_error_message,
             )
         except UpstreamError as exc:
@@ -162,7 +163,7 @@ class GeminiProvider:
         translator = GeminiStreamTranslator(model=model, on_call=self._remember)
         if stream:
             return GeminiStream(resp, timeouts.stall, translator)
-        raw = await read_body(resp, deadline)
+        raw = await read_body(resp)
         try:
             answer = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:

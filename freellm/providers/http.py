@@ -18,7 +18,6 @@ A wire supplies only what differs: the URL, headers and body, how an error body 
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -82,21 +81,23 @@ async def post_json(
     headers: Mapping[str, str],
     timeouts: Timeouts,
     *,
+    stream: bool,
     message_of: MessageOf = error_message_of,
-) -> tuple[aiohttp.ClientResponse, float]:
-    """POST ``payload``; return the 2xx response and the first-byte deadline (loop time) for its body.
+) -> aiohttp.ClientResponse:
+    """POST ``payload``; return the 2xx response.
 
-    Raises :class:`UpstreamError` for a first-byte timeout, a transport failure or a status ≥ 400 (the
-    error body is read, worded with ``message_of`` and the response released).
+    The timeouts are aiohttp's own (no extra timer task per request): a non-stream answer must arrive
+    whole within ``first_byte`` (``total``); a stream's headers within ``first_byte`` (``sock_read``,
+    switched to the stall limit by :class:`SSEStream` once the headers are in). Raises
+    :class:`UpstreamError` for a first-byte timeout, a transport failure or a status ≥ 400 (the error
+    body is read, worded with ``message_of`` and the response released).
     """
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeouts.first_byte
-    # No aiohttp read timeout: the first read shares the first-byte deadline, later reads get the
-    # stall limit (SSEStream), so a slow first byte allowed by its own timeout is never cut as a stall.
-    timeout = aiohttp.ClientTimeout(total=None, connect=timeouts.connect)
+    if stream:
+        timeout = aiohttp.ClientTimeout(total=None, connect=timeouts.connect, sock_read=timeouts.first_byte)
+    else:
+        timeout = aiohttp.ClientTimeout(total=timeouts.first_byte, connect=timeouts.connect)
     try:
-        async with asyncio.timeout_at(deadline):
-            resp = await session.post(url, data=payload, headers=dict(headers), timeout=timeout)
+        resp = await session.post(url, data=payload, headers=dict(headers), timeout=timeout)
     except TimeoutError as exc:
         raise UpstreamError(f"no first byte within {timeouts.first_byte:g}s", timeout=True) from exc
     except aiohttp.ClientError as exc:
@@ -106,7 +107,7 @@ async def post_json(
             raise await status_error(resp, message_of)
         finally:
             resp.release()
-    return resp, deadline
+    return resp
 
 
 async def status_error(
@@ -131,11 +132,10 @@ async def status_error(
     )
 
 
-async def read_body(resp: aiohttp.ClientResponse, deadline: float) -> bytes:
-    """The whole (non-stream) body, due by the first-byte ``deadline``; the response is released."""
+async def read_body(resp: aiohttp.ClientResponse) -> bytes:
+    """The whole (non-stream) body, due within the request's first-byte ``total``; the response is released."""
     try:
-        async with asyncio.timeout_at(deadline):
-            return await resp.read()
+        return await resp.read()
     except TimeoutError as exc:
         raise UpstreamError("no first byte: completion body not received in time", timeout=True) from exc
     except aiohttp.ClientError as exc:
@@ -159,6 +159,13 @@ class SSEStream:
     def __init__(self, resp: aiohttp.ClientResponse, stall_s: float) -> None:
         self._resp = resp
         self._stall = stall_s
+        # The headers are in: from now on the limit is the silence between reads. aiohttp's own read
+        # timer (re-armed on every received packet) enforces it, so the per-chunk path has no timer work.
+        conn = resp.connection
+        protocol = conn.protocol if conn is not None else None
+        if protocol is not None:
+            protocol.read_timeout = stall_s
+            protocol.start_timeout()
         self._decoder = SSEDecoder()
         self._pending: list[Chunk] = []
         self._error: UpstreamError | None = None
@@ -196,9 +203,8 @@ class SSEStream:
 
     async def _read(self) -> bytes:
         try:
-            async with asyncio.timeout(self._stall):
-                return await self._resp.content.readany()
-        except TimeoutError as exc:
+            return await self._resp.content.readany()
+        except aiohttp.ServerTimeoutError as exc:
             raise UpstreamError(f"stream stalled: no data for {self._stall:g}s", timeout=True) from exc
         except aiohttp.ClientError as exc:
             raise transport_error(exc, mid_stream=True) from exc

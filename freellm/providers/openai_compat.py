@@ -57,14 +57,16 @@ class OpenAICompatProvider:
             **self._extra_headers,
         }
         try:
-            resp, deadline = await post_json(self._session, self._url, orjson.dumps(body), headers, timeouts)
+            resp = await post_json(
+                self._session, self._url, orjson.dumps(body), headers, timeouts, stream=stream
+            )
         except UpstreamError as err:
             rescued = failed_generation_stream(err, body)
             if rescued is None:
                 raise
             return rescued
         if not stream:
-            return await _read_completion(resp, deadline)
+            return await _read_completion(resp)
         return OpenAIStream(resp, timeouts.stall)
 
 
@@ -86,8 +88,8 @@ class OpenAIStream(SSEStream):
                 self._pending.append(frame)
 
 
-async def _read_completion(resp: aiohttp.ClientResponse, deadline: float) -> CompletionStream:
-    raw = await read_body(resp, deadline)
+async def _read_completion(resp: aiohttp.ClientResponse) -> CompletionStream:
+    raw = await read_body(resp)
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:

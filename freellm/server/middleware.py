@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 import math
+import secrets
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
@@ -72,9 +72,9 @@ def _error_style(request: web.Request) -> ErrorBody:
 
 @web.middleware
 async def edge_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    request_id = request.headers.get("X-Request-ID") or uuid.uuid4().hex
+    request_id = request.headers.get("X-Request-ID") or secrets.token_hex(16)
     if len(request_id) > 128 or not request_id.isprintable():
-        request_id = uuid.uuid4().hex
+        request_id = secrets.token_hex(16)
     request[REQUEST_ID] = request_id
     gw = request.app[GATEWAY]
     extra: dict[str, str] = {"X-Request-ID": request_id}
