@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 
 from freellm.config import Settings
+from freellm.core.chunks import Chunk
 from freellm.core.request import ChatRequest
 from freellm.core.tokens import estimate_text_tokens
 from freellm.engine.context import Attempt, Sink, TurnOutcome
@@ -77,6 +78,7 @@ async def drive_attempt(
         asyncio.timeout_at(attempt.deadline) if attempt.deadline is not None else _NO_HEDGE
     )
     upstream = None
+    batch: list[Chunk] = []
     try:
         async with hedge:
             upstream = await attempt.provider.open(
@@ -87,9 +89,17 @@ async def drive_attempt(
                 if ttfb_ms is None and pump.first_token:
                     ttfb_ms = int((loop.time() - started) * 1000)
                 if out:
+                    batch += out
+                # Everything one upstream read decoded goes out in one client write.
+                if batch and not upstream.buffered:
                     if not sink.committed:
                         hedge.reschedule(None)
-                    await sink.send(attempt, out)
+                    await sink.send(attempt, batch)
+                    batch = []
+            if batch:
+                hedge.reschedule(None)
+                await sink.send(attempt, batch)
+                batch = []
             out = pump.finish(
                 saw_done=upstream.saw_done,
                 include_usage=req.include_usage,
@@ -103,6 +113,10 @@ async def drive_attempt(
             raise HedgeExpired() from exc
         raise
     except UpstreamError as err:
+        if batch:
+            # Chunks decoded before the failure in the same read: the client gets them exactly as it
+            # would have chunk by chunk, so batching never changes what is committed.
+            await sink.send(attempt, batch)
         if not sink.committed:
             raise
         await sink.fail(attempt, redact(err.message, (attempt.key,)))

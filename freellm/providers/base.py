@@ -35,6 +35,12 @@ class UpstreamStream(Protocol):
 
     saw_done: bool
 
+    @property
+    def buffered(self) -> bool:
+        """True when the next chunk is already decoded (no read needed): the driver batches client
+        writes until the buffer runs dry, so one upstream read costs one client write."""
+        ...
+
     def __aiter__(self) -> AsyncIterator[Chunk]: ...
 
     async def aclose(self) -> None: ...

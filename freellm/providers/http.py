@@ -147,8 +147,7 @@ async def read_body(resp: aiohttp.ClientResponse) -> bytes:
 class SSEStream:
     """Async iterator over the canonical chunks of one streamed upstream answer.
 
-    Reads the socket with the first-byte deadline on the first read and the stall limit after it, feeds
-    the SSE decoder, and hands ``data:`` payloads to :meth:`_frames`, which a wire overrides to append
+    Reads the socket (aiohttp enforces the stall limit between reads), feeds the SSE decoder, and hands ``data:`` payloads to :meth:`_frames`, which a wire overrides to append
     canonical chunks to ``_pending`` (and set ``saw_done`` at the wire's end marker). A wire whose
     stream can carry an error event sets ``_error`` instead of raising: the chunks decoded before it in
     the same read are handed out first, then the error is raised.
@@ -170,6 +169,10 @@ class SSEStream:
         self._pending: list[Chunk] = []
         self._error: UpstreamError | None = None
         self.saw_done = False
+
+    @property
+    def buffered(self) -> bool:
+        return bool(self._pending)
 
     def __aiter__(self) -> SSEStream:
         return self
@@ -221,6 +224,10 @@ class CompletionStream:
     def __init__(self, chunks: list[Chunk]) -> None:
         self._chunks = chunks
         self.saw_done = True
+
+    @property
+    def buffered(self) -> bool:
+        return bool(self._chunks)
 
     def __aiter__(self) -> CompletionStream:
         return self
