@@ -14,18 +14,11 @@ from pathlib import Path
 
 from freellm import __version__
 from freellm.config import ConfigError, Settings, load_settings
+from freellm.server.runtime import new_event_loop, tune_gc
 
 __all__ = ["main"]
 
 log = logging.getLogger("freellm")
-
-
-def _event_loop() -> asyncio.AbstractEventLoop:
-    try:
-        import uvloop
-    except ImportError:  # pragma: no cover - uvloop is a dependency everywhere but Windows
-        return asyncio.new_event_loop()
-    return uvloop.new_event_loop()
 
 
 def default_settings(env: Mapping[str, str]) -> Settings:
@@ -88,6 +81,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     grace = settings.server.shutdown_grace_s
 
     def run(index: int | None = None) -> None:
+        tune_gc(settings.server.gc_gen0_threshold)
         web.run_app(
             create_app(settings, client_keys=keys, worker_index=index),
             host=host,
@@ -97,7 +91,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             print=None,
             access_log=None,
             reuse_port=workers > 1,
-            loop=_event_loop(),
+            loop=new_event_loop(),
         )
 
     if workers <= 1:
@@ -119,7 +113,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
 
     settings = build_sim_settings(args.scenario_file, args.chunks, args.chunk_delay_ms)
     print(f"freellm simulator on http://{args.host}:{args.port}/<provider>/v1", flush=True)
-    loop = _event_loop()
+    loop = new_event_loop()
     asyncio.set_event_loop(loop)
     with contextlib.suppress(KeyboardInterrupt):
         loop.run_until_complete(run_sim_forever(args.host, args.port, settings))
@@ -129,7 +123,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from freellm.demo import run_demo
 
-    loop = _event_loop()
+    loop = new_event_loop()
     asyncio.set_event_loop(loop)
     try:
         return loop.run_until_complete(run_demo(port=args.port, once=args.once))

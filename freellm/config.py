@@ -94,6 +94,9 @@ class ServerConfig(_Model):
     ip_rate_limit_rpm: int = 120
     """Per-client-IP requests per 60 s window on /v1 (0 turns the limiter off)."""
     shutdown_grace_s: float = 10.0
+    gc_gen0_threshold: int = 50_000
+    """Young-generation GC threshold of a serving process (0 = CPython's default 700); see
+    ``freellm.server.runtime.tune_gc``."""
     header_value_max: int = 256
 
 
