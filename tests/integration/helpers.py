@@ -10,25 +10,34 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import anthropic
 import httpx2 as httpx
 from openai import OpenAI
 
+from freellm.sim import SimServer
 from freellm.sim.control import SimControl
-from tests.harness import CLIENT_KEY, GatewayServer, unique
+from tests.harness import CLIENT_KEY, BackgroundLoop, GatewayServer, gateway_settings, start_gateway, unique
 
 __all__ = [
     "AUTH",
     "MODEL",
     "MakeGateway",
+    "MakeMixed",
     "RawStream",
+    "anthropic_sdk",
+    "assert_failed_over_once",
     "body",
     "directive",
     "ended",
+    "mixed_gateways",
     "one_route",
+    "received",
     "sdk",
     "stream_raw",
     "two_routes",
@@ -39,6 +48,7 @@ AUTH = {"Authorization": f"Bearer {CLIENT_KEY}"}
 MODEL = "model-x"
 
 MakeGateway = Callable[..., GatewayServer]
+MakeMixed = Callable[..., GatewayServer]
 
 
 def one_route(make_gateway: MakeGateway, **kwargs: Any) -> tuple[GatewayServer, str]:
@@ -56,6 +66,47 @@ def two_routes(make_gateway: MakeGateway, **kwargs: Any) -> tuple[GatewayServer,
 def sdk(gw: GatewayServer, timeout: float = 15.0) -> OpenAI:
     """The official sync client pointed at ``gw``, with the SDK's own retries off."""
     return OpenAI(base_url=gw.v1, api_key=CLIENT_KEY, max_retries=0, timeout=timeout)
+
+
+def anthropic_sdk(gw: GatewayServer, *, bearer: bool = False, timeout: float = 15.0) -> anthropic.Anthropic:
+    """The official Anthropic client pointed at ``gw`` (the key as ``x-api-key``, or with ``bearer`` as
+    ``Authorization: Bearer``), with the SDK's own retries off."""
+    if bearer:
+        return anthropic.Anthropic(
+            base_url=gw.base_url, auth_token=CLIENT_KEY, api_key=None, max_retries=0, timeout=timeout
+        )
+    return anthropic.Anthropic(base_url=gw.base_url, api_key=CLIENT_KEY, max_retries=0, timeout=timeout)
+
+
+@contextmanager
+def mixed_gateways(
+    servers_loop: BackgroundLoop, sim: SimServer, tmp_path: Path, default_model: str
+) -> Iterator[MakeMixed]:
+    """A factory ``make({"gem-1": "gemini", "oai-1": "openai"}, model=...)``: a gateway whose chain is
+    those providers (each serving ``model``, ``default_model`` unless given) in order, each of the given
+    provider kind, all on the simulator. Every gateway it started is closed on exit."""
+    started: list[GatewayServer] = []
+
+    def factory(kinds: dict[str, str], *, model: str = default_model, **kwargs: Any) -> GatewayServer:
+        settings = gateway_settings(
+            tmp_path / f"gw{len(started)}", sim.base_url, {name: [model] for name in kinds}, **kwargs
+        )
+        settings.providers = [
+            p.model_copy(
+                update={"kind": kinds[p.name]}
+                | ({"base_url": f"{sim.base_url}/{p.name}/v1beta"} if kinds[p.name] == "gemini" else {})
+            )
+            for p in settings.providers
+        ]
+        gw = start_gateway(servers_loop, settings)
+        started.append(gw)
+        return gw
+
+    try:
+        yield factory
+    finally:
+        for gw in started:
+            gw.close()
 
 
 def directive(scenarios: dict[str, dict[str, Any]]) -> str:
@@ -165,3 +216,16 @@ def upstream(sim_control: SimControl, provider: str) -> list[dict[str, Any]]:
 def ended(sim_control: SimControl, provider: str) -> list[dict[str, Any]]:
     """The simulator's log for ``provider``, each entry waited on until its request has ended."""
     return [sim_control.wait_ended(r["id"]) for r in upstream(sim_control, provider)]
+
+
+def received(sim_control: SimControl, provider: str) -> list[dict[str, Any]]:
+    """Bodies the simulator received for ``provider``, oldest first."""
+    return [r["body"] for r in upstream(sim_control, provider)]
+
+
+def assert_failed_over_once(headers: Any, first: str, second: str, error_class: str, *, model: str) -> None:
+    """The answer came from ``second/model`` after exactly one failed attempt on ``first/model``'s first
+    key, which failed as ``error_class``."""
+    assert headers["x-routed-via"] == f"{second}/{model}"
+    assert headers["x-fallback-attempts"] == "1"
+    assert headers["x-fallback-trail"] == f"{first}/{model} key1={error_class}"

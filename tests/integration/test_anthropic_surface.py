@@ -10,7 +10,6 @@ in-band ``error`` event).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,33 +19,10 @@ import pytest
 
 from freellm.sim.control import SimControl
 from tests.harness import CLIENT_KEY, GatewayServer, unique
+from tests.integration.helpers import MakeGateway, anthropic_sdk, one_route, received, two_routes
 
-MakeGateway = Callable[..., GatewayServer]
 MODEL = "model-x"
 HEADERS = {"x-api-key": CLIENT_KEY, "anthropic-version": "2023-06-01"}
-
-
-def client(gw: GatewayServer, *, bearer: bool = False, timeout: float = 15.0) -> anthropic.Anthropic:
-    if bearer:
-        return anthropic.Anthropic(
-            base_url=gw.base_url, auth_token=CLIENT_KEY, api_key=None, max_retries=0, timeout=timeout
-        )
-    return anthropic.Anthropic(base_url=gw.base_url, api_key=CLIENT_KEY, max_retries=0, timeout=timeout)
-
-
-def one_route(make_gateway: MakeGateway, **kwargs: Any) -> tuple[GatewayServer, str]:
-    a = unique("alpha")
-    return make_gateway({a: [MODEL]}, **kwargs), a
-
-
-def two_routes(make_gateway: MakeGateway, **kwargs: Any) -> tuple[GatewayServer, str, str]:
-    a, b = unique("alpha"), unique("beta")
-    return make_gateway({a: [MODEL], b: [MODEL]}, **kwargs), a, b
-
-
-def received(sim_control: SimControl, provider: str) -> list[dict[str, Any]]:
-    """Bodies the simulator received for ``provider``, oldest first."""
-    return [r["body"] for r in sim_control.requests(provider=provider)]
 
 
 @dataclass
@@ -106,7 +82,7 @@ def test_create_with_x_api_key_translates_the_request_and_echoes_the_model(
     gw, a = one_route(make_gateway)
     sim_control.script(a, {"text": "Bonjour!", "chunks": 2})
 
-    msg = client(gw).messages.create(
+    msg = anthropic_sdk(gw).messages.create(
         model="claude-sonnet-4-5-20250929",
         max_tokens=300,
         system=[
@@ -150,7 +126,7 @@ def test_create_with_bearer_auth_token_and_beta_query(
     gw, a = one_route(make_gateway)
     sim_control.script(a, {"text": "Hi."})
     # The beta resource posts to /v1/messages?beta=true with an anthropic-beta header.
-    msg = client(gw, bearer=True).beta.messages.create(
+    msg = anthropic_sdk(gw, bearer=True).beta.messages.create(
         model="claude-opus-4-1",
         max_tokens=50,
         messages=[{"role": "user", "content": "hi"}],
@@ -182,7 +158,7 @@ def test_stream_helper_final_message_with_thinking(
         a, {"reasoning": "The user wants a greeting.", "text": "Hello there, friend.", "chunks": 3}
     )
 
-    with client(gw).messages.stream(
+    with anthropic_sdk(gw).messages.stream(
         model="claude-opus-4-7",
         max_tokens=4000,
         thinking={"type": "enabled", "budget_tokens": 2048},
@@ -261,7 +237,7 @@ def test_tool_use_round_trip(make_gateway: MakeGateway, sim_control: SimControl)
         },
     )
     sim_control.script(a, {"text": "It is 18C in Paris."})
-    c = client(gw)
+    c = anthropic_sdk(gw)
     tools: list[Any] = [WEATHER_TOOL, {"type": "web_search_20250305", "name": "web_search", "max_uses": 2}]
     first_messages: list[Any] = [{"role": "user", "content": "Weather in Paris?"}]
 
@@ -372,13 +348,13 @@ def test_tool_only_stream_raw_blocks(make_gateway: MakeGateway, sim_control: Sim
 def test_count_tokens(make_gateway: MakeGateway, sim_control: SimControl) -> None:
     gw, a = one_route(make_gateway)
     text = "x" * 400
-    result = client(gw).messages.count_tokens(
+    result = anthropic_sdk(gw).messages.count_tokens(
         model="claude-sonnet-4-5", system="s" * 40, messages=[{"role": "user", "content": text}]
     )
     assert result.input_tokens == 100 + 10
     assert received(sim_control, a) == []  # counting never calls an upstream
 
-    bearer = client(gw, bearer=True).messages.count_tokens(
+    bearer = anthropic_sdk(gw, bearer=True).messages.count_tokens(
         model="claude-sonnet-4-5", messages=[{"role": "user", "content": "abcd"}]
     )
     assert bearer.input_tokens == 1
@@ -411,7 +387,7 @@ def test_failure_before_first_token_is_invisible(
     gw, a, b = two_routes(make_gateway)
     sim_control.script(a, {"status": 500, "error_message": "upstream exploded"})
     sim_control.script(b, {"reasoning": "hmm", "text": "From the second route.", "chunks": 3})
-    c = client(gw)
+    c = anthropic_sdk(gw)
     request: dict[str, Any] = {
         "model": "claude-sonnet-4-5",
         "max_tokens": 50,
@@ -471,7 +447,7 @@ def test_failure_after_first_token_raises_in_the_sdk(
     gw, a, b = two_routes(make_gateway)
     sim_control.script(a, CUT)
     seen: list[str] = []
-    with pytest.raises(anthropic.APIStatusError) as info, client(gw).messages.stream(**STORY) as stream:
+    with pytest.raises(anthropic.APIStatusError) as info, anthropic_sdk(gw).messages.stream(**STORY) as stream:
         for event in stream:
             seen.append(event.type)
     assert seen[0] == "message_start" and "message_stop" not in seen
@@ -485,7 +461,7 @@ def test_exhaustion_keeps_the_ladder_status_in_anthropic_envelope(
     gw, a = one_route(make_gateway)
     sim_control.script(a, {"status": 429, "retry_after": 30}, times=None)
     with pytest.raises(anthropic.RateLimitError) as info:
-        client(gw).messages.create(
+        anthropic_sdk(gw).messages.create(
             model="claude-sonnet-4-5", max_tokens=10, messages=[{"role": "user", "content": "hi"}]
         )
     assert info.value.status_code == 429
@@ -536,7 +512,7 @@ def test_bad_input_is_400_in_anthropic_envelope(
 def test_bad_input_through_the_sdk(make_gateway: MakeGateway) -> None:
     gw, _ = one_route(make_gateway)
     with pytest.raises(anthropic.BadRequestError) as info:
-        client(gw).messages.create(
+        anthropic_sdk(gw).messages.create(
             model="claude-sonnet-4-5",
             max_tokens=10,
             messages=[{"role": "user", "content": [PDF]}],  # type: ignore[list-item]
@@ -564,7 +540,7 @@ def test_claude_names_never_404_and_follow_the_model_map(
         {a: [MODEL], b: ["big-model"]},
         extra={"surfaces": {"anthropic": {"model_map": {"opus": f"{b}/big-model", "default": "auto"}}}},
     )
-    c = client(gw)
+    c = anthropic_sdk(gw)
     for name in (
         "claude-opus-4-7",
         "claude/big-model",
@@ -587,7 +563,7 @@ def test_claude_names_never_404_and_follow_the_model_map(
 
 def test_models_list_in_anthropic_shape(make_gateway: MakeGateway) -> None:
     gw, _ = one_route(make_gateway)
-    page = client(gw).models.list()
+    page = anthropic_sdk(gw).models.list()
     ids = [m.id for m in page.data]
     assert ids == ["auto", "claude-opus-4-5", "claude-sonnet-4-5", "claude-haiku-4-5", MODEL]
     assert all(m.type == "model" and m.display_name for m in page.data)

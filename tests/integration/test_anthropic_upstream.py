@@ -10,7 +10,7 @@ text, tool_use/tool_result pairing, thinking budget, …), so a request it answe
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,42 +19,24 @@ import pytest
 
 from freellm.sim import SimServer
 from freellm.sim.control import SimControl
-from tests.harness import BackgroundLoop, GatewayServer, gateway_settings, start_gateway, unique
-from tests.integration.helpers import body, sdk, stream_raw, upstream
+from tests.harness import BackgroundLoop, GatewayServer, unique
+from tests.integration.helpers import MakeMixed, body, ended, mixed_gateways, sdk, stream_raw, upstream
+from tests.integration.helpers import assert_failed_over_once as failed_over_once
 
 MODEL = "claude-sonnet-4-5"
-MakeMixed = Callable[..., GatewayServer]
 
 
 @pytest.fixture
-def make_mixed_gateway(
-    servers_loop: BackgroundLoop, sim: SimServer, tmp_path: Path
-) -> Iterator[Callable[..., GatewayServer]]:
+def make_mixed_gateway(servers_loop: BackgroundLoop, sim: SimServer, tmp_path: Path) -> Iterator[MakeMixed]:
     """``make_mixed_gateway({"ant-1": "anthropic", "oai-1": "openai"})``: a gateway whose chain is those
     providers (each serving :data:`MODEL`) in order, each of the given kind, all on the simulator."""
-    started: list[GatewayServer] = []
-
-    def factory(kinds: dict[str, str], **kwargs: Any) -> GatewayServer:
-        settings = gateway_settings(
-            tmp_path / f"gw{len(started)}", sim.base_url, {name: [MODEL] for name in kinds}, **kwargs
-        )
-        settings.providers = [p.model_copy(update={"kind": kinds[p.name]}) for p in settings.providers]
-        gw = start_gateway(servers_loop, settings)
-        started.append(gw)
-        return gw
-
-    yield factory
-    for gw in started:
-        gw.close()
+    with mixed_gateways(servers_loop, sim, tmp_path, MODEL) as factory:
+        yield factory
 
 
 def one_anthropic(make: MakeMixed) -> tuple[GatewayServer, str]:
     a = unique("ant")
     return make({a: "anthropic"}), a
-
-
-def ended(sim_control: SimControl, provider: str) -> list[dict[str, Any]]:
-    return [sim_control.wait_ended(r["id"]) for r in upstream(sim_control, provider)]
 
 
 # -- text ------------------------------------------------------------------------------------------------
@@ -301,9 +283,7 @@ def test_non_stream_reasoning(make_mixed_gateway: MakeMixed, sim_control: SimCon
 
 
 def assert_failed_over_once(headers: Any, first: str, second: str, error_class: str) -> None:
-    assert headers["x-routed-via"] == f"{second}/{MODEL}"
-    assert headers["x-fallback-attempts"] == "1"
-    assert headers["x-fallback-trail"] == f"{first}/{MODEL} key1={error_class}"
+    failed_over_once(headers, first, second, error_class, model=MODEL)
 
 
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "non-stream"])

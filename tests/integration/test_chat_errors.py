@@ -18,6 +18,7 @@ from openai import OpenAI
 
 from freellm.sim.control import SimControl
 from tests.harness import CLIENT_KEY, GatewayServer, unique
+from tests.integration.helpers import two_routes, upstream
 
 MakeGateway = Callable[..., GatewayServer]
 
@@ -71,10 +72,6 @@ def assert_error(resp: httpx.Response, status: int, type_: str, code: str | None
     return err
 
 
-def sim_calls(sim_control: SimControl, provider: str) -> list[dict[str, Any]]:
-    return sim_control.requests(provider=provider)
-
-
 # ── Request errors ──────────────────────────────────────────────────────────────────────────────────
 
 
@@ -94,7 +91,7 @@ def test_unknown_model_is_404_model_not_found(make_gateway: MakeGateway, sim_con
     assert_error(
         post_chat(gw, chat_body(f"{alpha}/model-zzz")), 404, "invalid_request_error", "model_not_found"
     )
-    assert sim_calls(sim_control, alpha) == []
+    assert upstream(sim_control, alpha) == []
 
 
 @pytest.mark.parametrize(
@@ -145,7 +142,7 @@ def test_right_key_is_accepted_in_every_header(
     assert resp.json()["choices"][0]["message"]["content"] == f"Hello from {alpha}/model-x."
     assert resp.headers["X-Routed-Via"] == f"{alpha}/model-x"
     # The client's key is never forwarded upstream: the provider's own key is.
-    (call,) = sim_calls(sim_control, alpha)
+    (call,) = upstream(sim_control, alpha)
     assert call["key"] == f"{alpha}-key-1"
 
 
@@ -191,7 +188,7 @@ def test_unparseable_or_non_object_body_is_400(
     gw = make_gateway({alpha: ["model-x"]})
     err = assert_error(post_chat(gw, content=content), 400, "invalid_request_error")
     assert fragment in err["message"]
-    assert sim_calls(sim_control, alpha) == []
+    assert upstream(sim_control, alpha) == []
 
 
 @pytest.mark.parametrize(
@@ -227,7 +224,7 @@ def test_schema_violation_is_400_naming_the_path(
     err = assert_error(post_chat(gw, body), 400, "invalid_request_error")
     assert err["message"].startswith("Invalid request: "), err
     assert f"{path}:" in err["message"], err
-    assert sim_calls(sim_control, alpha) == []
+    assert upstream(sim_control, alpha) == []
 
     if "messages" in body:  # the SDK itself refuses to send a request without messages
         with pytest.raises(openai.BadRequestError) as info:
@@ -246,7 +243,7 @@ def test_body_over_the_limit_is_413_request_too_large(
     # Just under the limit still works.
     ok = post_chat(gw, chat_body(messages=[{"role": "user", "content": "x" * 5_000}]))
     assert ok.status_code == 200, ok.text
-    assert len(sim_calls(sim_control, alpha)) == 1
+    assert len(upstream(sim_control, alpha)) == 1
 
 
 def test_error_responses_carry_request_id_and_never_500(make_gateway: MakeGateway) -> None:
@@ -281,17 +278,12 @@ def test_error_responses_carry_request_id_and_never_500(make_gateway: MakeGatewa
 # ── The exhaustion ladder ───────────────────────────────────────────────────────────────────────────
 
 
-def two_providers(make_gateway: MakeGateway, **kwargs: Any) -> tuple[GatewayServer, str, str]:
-    alpha, beta = unique("alpha"), unique("beta")
-    return make_gateway({alpha: ["model-x"], beta: ["model-x"]}, **kwargs), alpha, beta
-
-
 def test_every_route_rate_limited_is_429_with_retry_after(
     make_gateway: MakeGateway, sim_control: SimControl
 ) -> None:
     # The simulator is on loopback, where a failure cools down for cooldown_local_s (5 s by default):
     # long enough here that the second request below surely finds both keys still cooling.
-    gw, alpha, beta = two_providers(make_gateway, extra={"fallback": {"cooldown_local_s": 60}})
+    gw, alpha, beta = two_routes(make_gateway, extra={"fallback": {"cooldown_local_s": 60}})
     for p in (alpha, beta):
         sim_control.script(p, {"status": 429, "retry_after": 30, "error_message": "slow down"}, times=None)
     resp = post_chat(gw, chat_body())
@@ -304,14 +296,14 @@ def test_every_route_rate_limited_is_429_with_retry_after(
         resp.headers["X-Fallback-Trail"]
         == f"{alpha}/model-x key1=rate_limited; {beta}/model-x key2=rate_limited"
     )
-    assert len(sim_calls(sim_control, alpha)) == len(sim_calls(sim_control, beta)) == 1
+    assert len(upstream(sim_control, alpha)) == len(upstream(sim_control, beta)) == 1
 
     # Both keys now cool down: the next request is refused without touching the simulator.
     again = post_chat(gw, chat_body())
     err2 = assert_error(again, 429, "rate_limit_error", "rate_limit_exceeded")
     assert "retryAtMs" in err2 and int(again.headers["Retry-After"]) >= 1
     assert "X-Fallback-Attempts" not in again.headers
-    assert len(sim_calls(sim_control, alpha)) == len(sim_calls(sim_control, beta)) == 1
+    assert len(upstream(sim_control, alpha)) == len(upstream(sim_control, beta)) == 1
 
     with pytest.raises(openai.RateLimitError):
         sdk(gw).chat.completions.create(model="auto", messages=HELLO)  # type: ignore[arg-type]
@@ -320,7 +312,7 @@ def test_every_route_rate_limited_is_429_with_retry_after(
 def test_every_route_unauthorized_is_502_provider_authentication_failed(
     make_gateway: MakeGateway, sim_control: SimControl
 ) -> None:
-    gw, alpha, beta = two_providers(make_gateway)
+    gw, alpha, beta = two_routes(make_gateway)
     for p in (alpha, beta):
         sim_control.script(p, {"status": 401, "error_message": "invalid api key"}, times=None)
     resp = post_chat(gw, chat_body())
@@ -335,7 +327,7 @@ def test_every_route_unauthorized_is_502_provider_authentication_failed(
 def test_every_route_rejecting_the_request_is_400_provider_rejected_request(
     make_gateway: MakeGateway, sim_control: SimControl
 ) -> None:
-    gw, alpha, beta = two_providers(make_gateway)
+    gw, alpha, beta = two_routes(make_gateway)
     for p in (alpha, beta):
         sim_control.script(p, {"status": 400, "error_message": "unsupported parameter foo"}, times=None)
     resp = post_chat(gw, chat_body())
@@ -363,7 +355,7 @@ def test_every_route_failing_is_502_upstream_failed_with_the_trail(
     assert "upstream exploded" in err["message"]
     assert "Retry-After" not in resp.headers
     for p in (alpha, beta, gamma):
-        assert len(sim_calls(sim_control, p)) == 1
+        assert len(upstream(sim_control, p)) == 1
 
     with pytest.raises(openai.APIStatusError) as info:
         sdk(gw).chat.completions.create(model="auto", messages=HELLO)  # type: ignore[arg-type]
@@ -373,7 +365,7 @@ def test_every_route_failing_is_502_upstream_failed_with_the_trail(
 def test_stream_request_exhausted_before_commit_gets_a_json_error(
     make_gateway: MakeGateway, sim_control: SimControl
 ) -> None:
-    gw, alpha, beta = two_providers(make_gateway)
+    gw, alpha, beta = two_routes(make_gateway)
     for p in (alpha, beta):
         sim_control.script(p, {"status": 500}, times=None)
     resp = post_chat(gw, chat_body(stream=True))
@@ -443,7 +435,7 @@ LADDER = {
 @pytest.mark.parametrize("case", list(LADDER))
 def test_exhaustion_ladder_rows(make_gateway: MakeGateway, sim_control: SimControl, case: str) -> None:
     first, second, extra, status, type_, code, classes = LADDER[case]
-    gw, alpha, beta = two_providers(make_gateway, extra=extra)
+    gw, alpha, beta = two_routes(make_gateway, extra=extra)
     sim_control.script(alpha, first, times=None)
     sim_control.script(beta, second, times=None)
     resp = post_chat(gw, chat_body())
@@ -460,14 +452,14 @@ def test_exhaustion_ladder_rows(make_gateway: MakeGateway, sim_control: SimContr
 def test_fatal_upstream_error_stops_without_failover(
     make_gateway: MakeGateway, sim_control: SimControl
 ) -> None:
-    gw, alpha, beta = two_providers(make_gateway)
+    gw, alpha, beta = two_routes(make_gateway)
     sim_control.script(alpha, {"status": 418, "error_message": "I am a teapot"}, times=1)
     resp = post_chat(gw, chat_body())
     err = assert_error(resp, 502, "provider_error", "provider_error")
     assert err["message"].startswith(f"Provider error ({alpha}): ")
     assert "I am a teapot" in err["message"]
     assert resp.headers["X-Fallback-Attempts"] == "1"
-    assert sim_calls(sim_control, beta) == []
+    assert upstream(sim_control, beta) == []
 
 
 def test_provider_without_keys_is_503_no_providers_configured(
@@ -484,7 +476,7 @@ def test_provider_without_keys_is_503_no_providers_configured(
     assert_error(
         post_chat(gw, chat_body(f"{alpha}/model-x")), 503, "service_unavailable", "no_providers_configured"
     )
-    assert sim_calls(sim_control, alpha) == []
+    assert upstream(sim_control, alpha) == []
 
 
 def test_context_window_too_small_everywhere_is_413(
@@ -498,7 +490,7 @@ def test_context_window_too_small_everywhere_is_413(
     resp = post_chat(gw, chat_body())
     err = assert_error(resp, 413, "invalid_request_error", "context_length_exceeded")
     assert "2 routes checked" in err["message"]
-    assert sim_calls(sim_control, alpha) == [] and sim_calls(sim_control, beta) == []
+    assert upstream(sim_control, alpha) == [] and upstream(sim_control, beta) == []
 
 
 def test_context_window_filters_routes_before_dispatch(
@@ -512,7 +504,7 @@ def test_context_window_filters_routes_before_dispatch(
     assert resp.status_code == 200, resp.text
     assert resp.headers["X-Routed-Via"] == f"{beta}/model-x"
     assert "X-Fallback-Attempts" not in resp.headers  # skipped by the router, not a failed hop
-    assert sim_calls(sim_control, alpha) == []
+    assert upstream(sim_control, alpha) == []
 
 
 def test_tools_without_a_tool_model_is_422_no_tools_model(
@@ -526,7 +518,7 @@ def test_tools_without_a_tool_model_is_422_no_tools_model(
         sdk(gw).chat.completions.create(model="auto", messages=HELLO, tools=[WEATHER_TOOL])  # type: ignore[arg-type,list-item]
     # Without tools the same model serves the request.
     assert post_chat(gw, chat_body()).status_code == 200
-    assert len(sim_calls(sim_control, alpha)) == 1
+    assert len(upstream(sim_control, alpha)) == 1
 
 
 def test_tools_route_only_to_tool_capable_models(make_gateway: MakeGateway, sim_control: SimControl) -> None:
@@ -537,7 +529,7 @@ def test_tools_route_only_to_tool_capable_models(make_gateway: MakeGateway, sim_
     resp = post_chat(gw, chat_body(tools=[WEATHER_TOOL]))
     assert resp.status_code == 200, resp.text
     assert resp.headers["X-Routed-Via"] == f"{beta}/model-x"
-    assert sim_calls(sim_control, alpha) == []
+    assert upstream(sim_control, alpha) == []
 
 
 def test_full_rate_window_is_429_without_calling_upstream(
@@ -549,7 +541,7 @@ def test_full_rate_window_is_429_without_calling_upstream(
     resp = post_chat(gw, chat_body())
     err = assert_error(resp, 429, "rate_limit_error", "rate_limit_exceeded")
     assert "1 route checked" in err["message"]
-    assert len(sim_calls(sim_control, alpha)) == 1
+    assert len(upstream(sim_control, alpha)) == 1
 
 
 def test_full_rate_window_429_says_when_to_retry(make_gateway: MakeGateway) -> None:
@@ -580,7 +572,7 @@ def test_pin_routes_only_to_that_route(make_gateway: MakeGateway, sim_control: S
     raw = client.chat.completions.with_raw_response.create(model=f"{beta}{sep}model-x", messages=HELLO)  # type: ignore[arg-type]
     assert raw.headers["X-Routed-Via"] == f"{beta}/model-x"
     assert raw.parse().choices[0].message.content == f"Hello from {beta}/model-x."
-    assert sim_calls(sim_control, alpha) == []
+    assert upstream(sim_control, alpha) == []
 
     # A failing pin does not fail over anywhere else.
     sim_control.script(beta, {"status": 500}, times=None)
@@ -588,7 +580,7 @@ def test_pin_routes_only_to_that_route(make_gateway: MakeGateway, sim_control: S
     assert_error(resp, 502, "provider_error", "upstream_failed")
     assert resp.headers["X-Fallback-Attempts"] == "1"
     assert resp.headers["X-Fallback-Trail"] == f"{beta}/model-x key1=upstream_error"
-    assert sim_calls(sim_control, alpha) == [] and sim_calls(sim_control, gamma) == []
+    assert upstream(sim_control, alpha) == [] and upstream(sim_control, gamma) == []
 
 
 def test_bare_model_id_is_a_group_and_failover_stays_inside(
@@ -607,8 +599,8 @@ def test_bare_model_id_is_a_group_and_failover_stays_inside(
     sim_control.script(beta, {"status": 500}, times=None)
     resp = post_chat(gw, chat_body("MODEL-X"))  # case-insensitive
     assert resp.status_code in (502, 429), resp.text
-    assert sim_calls(sim_control, gamma) == []
-    assert {c["model"] for c in sim_calls(sim_control, alpha) + sim_calls(sim_control, beta)} == {"model-x"}
+    assert upstream(sim_control, gamma) == []
+    assert {c["model"] for c in upstream(sim_control, alpha) + upstream(sim_control, beta)} == {"model-x"}
 
 
 def test_auto_follows_the_chain_order(make_gateway: MakeGateway, sim_control: SimControl) -> None:
@@ -626,7 +618,7 @@ def test_auto_follows_the_chain_order(make_gateway: MakeGateway, sim_control: Si
     raw = client.chat.completions.with_raw_response.create(model="auto", messages=HELLO)  # type: ignore[arg-type]
     assert raw.headers["X-Routed-Via"] == f"{beta}/model-x"
     assert raw.headers["X-Fallback-Trail"] == f"{gamma}/model-y key1=rate_limited"
-    assert sim_calls(sim_control, alpha) == []
+    assert upstream(sim_control, alpha) == []
 
 
 def test_chain_order_with_a_route_missing_from_the_chain(
@@ -638,7 +630,7 @@ def test_chain_order_with_a_route_missing_from_the_chain(
     resp = post_chat(gw, chat_body())
     assert_error(resp, 502, "provider_error", "upstream_failed")
     assert resp.headers["X-Fallback-Attempts"] == "1"
-    assert sim_calls(sim_control, alpha) == []  # not in the chain: auto never uses it
+    assert upstream(sim_control, alpha) == []  # not in the chain: auto never uses it
     # ...but it is still reachable by pin.
     assert post_chat(gw, chat_body(f"{alpha}/model-x")).headers["X-Routed-Via"] == f"{alpha}/model-x"
 
@@ -706,4 +698,4 @@ def test_disabled_models_are_never_routed(make_gateway: MakeGateway, sim_control
         assert resp.headers["X-Routed-Via"] == f"{beta}/model-x"
     err = assert_error(post_chat(gw, chat_body(f"{alpha}/model-x")), 404, "invalid_request_error", "model_not_found")
     assert "disabled" in err["message"]
-    assert sim_calls(sim_control, alpha) == []
+    assert upstream(sim_control, alpha) == []

@@ -451,7 +451,9 @@ def test_client_disconnect_during_a_fast_stream_is_logged_as_canceled(
     # the disconnect from a failed write rather than from the handler's cancellation. Both must end the
     # same way: upstream hung up, lease released, nothing booked, a `canceled` row.
     gw, a = one_route(make_gateway)
-    sim_control.script(a, {"chunks": 2000, "text": "y" * 4_000_000})
+    # 1 ms between 2 KB chunks: the stream lasts ~2 s, so the upstream cannot have pushed everything into
+    # the socket buffers (and ended "completed") before the client's disconnect reaches it.
+    sim_control.script(a, {"chunks": 2000, "text": "y" * 4_000_000, "chunk_delay_ms": 1})
 
     with (
         httpx.Client(timeout=10) as client,

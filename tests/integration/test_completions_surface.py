@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,10 +19,9 @@ import pytest
 
 from freellm.sim.control import SimControl
 from freellm.surfaces.openai_completions import AUTOCOMPLETE_SYSTEM_PROMPT
-from tests.harness import CLIENT_KEY, GatewayServer, unique
-from tests.integration.helpers import AUTH, sdk, upstream
+from tests.harness import CLIENT_KEY, GatewayServer
+from tests.integration.helpers import AUTH, MakeGateway, ended, one_route, sdk, two_routes, upstream
 
-MakeGateway = Callable[..., GatewayServer]
 MODEL = "model-x"
 
 PREFIX = "def add(a, b):\n    "
@@ -31,21 +29,6 @@ SUFFIX = "\n\nprint(add(1, 2))\n"
 USER_WITH_SUFFIX = (
     f"Prefix before cursor:\n{PREFIX}\n\nSuffix after cursor:\n{SUFFIX}\n\nCompletion to insert:"
 )
-
-
-def one_route(make_gateway: MakeGateway, **kwargs: Any) -> tuple[GatewayServer, str]:
-    a = unique("alpha")
-    return make_gateway({a: [MODEL]}, **kwargs), a
-
-
-def two_routes(make_gateway: MakeGateway, **kwargs: Any) -> tuple[GatewayServer, str, str]:
-    """Chain ``alpha/model-x`` then ``beta/model-x`` (fresh provider names)."""
-    a, b = unique("alpha"), unique("beta")
-    return make_gateway({a: [MODEL], b: [MODEL]}, **kwargs), a, b
-
-
-def ended(sim_control: SimControl, provider: str) -> list[dict[str, Any]]:
-    return [sim_control.wait_ended(r["id"]) for r in upstream(sim_control, provider)]
 
 
 @dataclass

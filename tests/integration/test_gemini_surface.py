@@ -11,7 +11,6 @@ framings, the in-band error element, the error envelope).
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,8 +23,8 @@ from pydantic import BaseModel
 
 from freellm.sim.control import SimControl
 from tests.harness import CLIENT_KEY, GatewayServer, unique
+from tests.integration.helpers import MakeGateway, one_route, received, two_routes
 
-MakeGateway = Callable[..., GatewayServer]
 MODEL = "model-x"
 KEY = {"x-goog-api-key": CLIENT_KEY}
 HELLO = {"contents": [{"role": "user", "parts": [{"text": "Say hello."}]}]}
@@ -36,21 +35,6 @@ def client(gw: GatewayServer, *, api_version: str = "v1") -> genai.Client:
         api_key=CLIENT_KEY,
         http_options=types.HttpOptions(base_url=gw.base_url, api_version=api_version, timeout=15_000),
     )
-
-
-def one_route(make_gateway: MakeGateway, **kwargs: Any) -> tuple[GatewayServer, str]:
-    a = unique("alpha")
-    return make_gateway({a: [MODEL]}, **kwargs), a
-
-
-def two_routes(make_gateway: MakeGateway, **kwargs: Any) -> tuple[GatewayServer, str, str]:
-    a, b = unique("alpha"), unique("beta")
-    return make_gateway({a: [MODEL], b: [MODEL]}, **kwargs), a, b
-
-
-def received(sim_control: SimControl, provider: str) -> list[dict[str, Any]]:
-    """Bodies the simulator received for ``provider``, oldest first."""
-    return [r["body"] for r in sim_control.requests(provider=provider)]
 
 
 def headers_of(response: Any) -> dict[str, str]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,40 +23,20 @@ import pytest
 from freellm.sim import SimServer
 from freellm.sim.control import SimControl
 from freellm.sim.gemini_wire import thought_signature_of
-from tests.harness import BackgroundLoop, GatewayServer, gateway_settings, start_gateway, unique
-from tests.integration.helpers import body, ended, sdk, stream_raw, upstream
+from tests.harness import BackgroundLoop, GatewayServer, unique
+from tests.integration.helpers import MakeMixed, body, ended, mixed_gateways, sdk, stream_raw, upstream
+from tests.integration.helpers import assert_failed_over_once as failed_over_once
 
 MODEL = "gemini-3-flash-preview"
 """A Gemini 3 id: the simulator then insists on thought signatures, as Gemini 3 does."""
-MakeMixed = Callable[..., GatewayServer]
 
 
 @pytest.fixture
-def make_mixed_gateway(
-    servers_loop: BackgroundLoop, sim: SimServer, tmp_path: Path
-) -> Iterator[Callable[..., GatewayServer]]:
+def make_mixed_gateway(servers_loop: BackgroundLoop, sim: SimServer, tmp_path: Path) -> Iterator[MakeMixed]:
     """``make_mixed_gateway({"gem-1": "gemini", "oai-1": "openai"})``: a gateway whose chain is those
     providers (each serving ``model``, :data:`MODEL` by default) in order, all on the simulator."""
-    started: list[GatewayServer] = []
-
-    def factory(kinds: dict[str, str], *, model: str = MODEL, **kwargs: Any) -> GatewayServer:
-        settings = gateway_settings(
-            tmp_path / f"gw{len(started)}", sim.base_url, {name: [model] for name in kinds}, **kwargs
-        )
-        settings.providers = [
-            p.model_copy(
-                update={"kind": kinds[p.name]}
-                | ({"base_url": f"{sim.base_url}/{p.name}/v1beta"} if kinds[p.name] == "gemini" else {})
-            )
-            for p in settings.providers
-        ]
-        gw = start_gateway(servers_loop, settings)
-        started.append(gw)
-        return gw
-
-    yield factory
-    for gw in started:
-        gw.close()
+    with mixed_gateways(servers_loop, sim, tmp_path, MODEL) as factory:
+        yield factory
 
 
 def one_gemini(make: MakeMixed, **kwargs: Any) -> tuple[GatewayServer, str]:
@@ -385,9 +365,7 @@ def test_json_object_mode_and_no_json_mode_next_to_function_tools(
 
 
 def assert_failed_over_once(headers: Any, first: str, second: str, error_class: str) -> None:
-    assert headers["x-routed-via"] == f"{second}/{MODEL}"
-    assert headers["x-fallback-attempts"] == "1"
-    assert headers["x-fallback-trail"] == f"{first}/{MODEL} key1={error_class}"
+    failed_over_once(headers, first, second, error_class, model=MODEL)
 
 
 @pytest.mark.parametrize("stream", [True, False], ids=["stream", "non-stream"])

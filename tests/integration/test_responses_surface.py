@@ -9,7 +9,6 @@ reach the upstream as chat messages.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,9 +20,8 @@ import pytest
 from freellm.sim import SimServer
 from freellm.sim.control import SimControl
 from tests.harness import BackgroundLoop, GatewayServer, gateway_settings, start_gateway, unique
-from tests.integration.helpers import AUTH, sdk, upstream
+from tests.integration.helpers import AUTH, MakeGateway, one_route, sdk, two_routes, upstream
 
-MakeGateway = Callable[..., GatewayServer]
 MODEL = "model-x"
 WEATHER_TOOL = {
     "type": "function",
@@ -32,16 +30,6 @@ WEATHER_TOOL = {
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
     "strict": False,
 }
-
-
-def one_route(make_gateway: MakeGateway, **kwargs: Any) -> tuple[GatewayServer, str]:
-    a = unique("alpha")
-    return make_gateway({a: [MODEL]}, **kwargs), a
-
-
-def two_routes(make_gateway: MakeGateway, **kwargs: Any) -> tuple[GatewayServer, str, str]:
-    a, b = unique("alpha"), unique("beta")
-    return make_gateway({a: [MODEL], b: [MODEL]}, **kwargs), a, b
 
 
 @dataclass

@@ -13,13 +13,21 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import anthropic
 import httpx2 as httpx
 import pytest
 
 from freellm.sim.control import SimControl
-from tests.harness import CLIENT_KEY, GatewayServer
-from tests.integration.helpers import AUTH, MODEL, MakeGateway, body, one_route, sdk, stream_raw, two_routes
+from tests.integration.helpers import (
+    AUTH,
+    MODEL,
+    MakeGateway,
+    anthropic_sdk,
+    body,
+    one_route,
+    sdk,
+    stream_raw,
+    two_routes,
+)
 
 PARAMS = {
     "type": "object",
@@ -250,10 +258,6 @@ def test_think_tags_become_reasoning_on_the_chat_stream(make_gateway: MakeGatewa
 # ---- Anthropic messages ------------------------------------------------------------------------------------------
 
 
-def anthropic_client(gw: GatewayServer) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=gw.base_url, api_key=CLIENT_KEY, max_retries=0, timeout=15.0)
-
-
 @pytest.mark.parametrize("dialect", DIALECTS.values(), ids=DIALECTS.keys())
 def test_anthropic_stream_sdk_gets_tool_use_for_each_dialect(
     make_gateway: MakeGateway, sim_control: SimControl, dialect: str
@@ -262,7 +266,7 @@ def test_anthropic_stream_sdk_gets_tool_use_for_each_dialect(
     sim_control.script(a, dialect_scenario(dialect))
 
     texts: list[str] = []
-    with anthropic_client(gw).messages.stream(
+    with anthropic_sdk(gw).messages.stream(
         model="claude-sonnet-4-5",
         max_tokens=200,
         tools=[ANTHROPIC_TOOL],  # type: ignore[list-item]
@@ -289,7 +293,7 @@ def test_anthropic_unparseable_dialect_fails_over_and_arrays_are_repaired(
     args = json.dumps({"city": "Oslo", "paths": json.dumps(["a.py"])})
     sim_control.script(b, {"tool_calls": [{"name": "get_weather", "arguments": args}]})
 
-    raw = anthropic_client(gw).messages.with_raw_response.create(
+    raw = anthropic_sdk(gw).messages.with_raw_response.create(
         model="claude-sonnet-4-5",
         max_tokens=200,
         tools=[ANTHROPIC_TOOL],  # type: ignore[list-item]
@@ -306,7 +310,7 @@ def test_anthropic_think_tags_become_a_thinking_block(make_gateway: MakeGateway,
     gw, a = one_route(make_gateway)
     sim_control.script(a, {"text": "<think>hmm</think>Hi there.", "chunks": 6})
 
-    with anthropic_client(gw).messages.stream(
+    with anthropic_sdk(gw).messages.stream(
         model="claude-sonnet-4-5", max_tokens=100, messages=[{"role": "user", "content": "hi"}]
     ) as stream:
         message = stream.get_final_message()

@@ -10,8 +10,6 @@ run ``FREELLM_UPDATE_GOLDEN=1 pytest tests/unit/test_anthropic_provider.py`` and
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +19,6 @@ import pytest
 from freellm.config import ProviderConfig
 from freellm.core.request import parse_chat_request
 from freellm.engine.failure import FailureKind, classify
-from freellm.engine.pump import StreamPump
 from freellm.errors import UpstreamError
 from freellm.providers.anthropic import AnthropicProvider
 from freellm.providers.anthropic_wire import (
@@ -33,31 +30,18 @@ from freellm.providers.anthropic_wire import (
 )
 from freellm.providers.base import Timeouts
 from freellm.providers.registry import build_providers
-from freellm.sim import SimServer, start_sim
 from freellm.sim.anthropic_wire import ANTHROPIC_WIRE
-from freellm.sim.control import SimControl
 from freellm.sim.plan import FrameKind, build_plan
 from freellm.sim.scenario import parse_scenario
 from freellm.sim.wire import WireRequestError
+from tests.unit.helpers import GOLDEN_ROOT, check_golden, golden_files, pump_chunks
 
-GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "anthropic_upstream"
-UPDATE = os.environ.get("FREELLM_UPDATE_GOLDEN") == "1"
+GOLDEN = GOLDEN_ROOT / "anthropic_upstream"
 CREATED = 1_700_000_000
 
 
 def _golden(prefix: str) -> list[Path]:
-    files = sorted(GOLDEN.glob(f"{prefix}_*.json"))
-    assert files, f"no {prefix} golden files in {GOLDEN}"
-    return files
-
-
-def _check(path: Path, doc: dict[str, Any], actual: Any) -> None:
-    if UPDATE:
-        doc["expected"] = actual
-        path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
-        return
-    assert "expected" in doc, f"{path.name} has no expected output (run with FREELLM_UPDATE_GOLDEN=1)"
-    assert actual == doc["expected"], f"{path.name}: {doc['description']}"
+    return golden_files(GOLDEN, prefix)
 
 
 # ---- golden: request translation ----------------------------------------------------------------------
@@ -68,7 +52,7 @@ def test_request_translation_golden(path: Path) -> None:
     doc = json.loads(path.read_text())
     req = parse_chat_request(doc["client_request"])
     actual = to_messages_request(req.upstream_body(doc["model"], stream=doc["stream"]))
-    _check(path, doc, actual)
+    check_golden(path, doc, actual)
 
 
 @pytest.mark.parametrize("path", _golden("request"), ids=lambda p: p.stem)
@@ -134,7 +118,7 @@ def _translate(events: list[list[Any]]) -> dict[str, Any]:
 @pytest.mark.parametrize("path", _golden("stream"), ids=lambda p: p.stem)
 def test_stream_translation_golden(path: Path) -> None:
     doc = json.loads(path.read_text())
-    _check(path, doc, _translate(doc["events"]))
+    check_golden(path, doc, _translate(doc["events"]))
 
 
 @pytest.mark.parametrize("path", _golden("message"), ids=lambda p: p.stem)
@@ -144,16 +128,11 @@ def test_message_translation_golden(path: Path) -> None:
         actual: Any = {"chunks": message_to_chunks(doc["message"], created=CREATED)}
     except UpstreamError as exc:
         actual = {"error": exc.message}
-    _check(path, doc, actual)
+    check_golden(path, doc, actual)
 
 
 def _pump(chunks: list[dict[str, Any]], *, saw_done: bool) -> tuple[list[dict[str, Any]], Any]:
-    pump = StreamPump("claude-x", wants_tools=True)
-    out: list[dict[str, Any]] = []
-    for chunk in json.loads(json.dumps(chunks)):
-        out.extend(pump.feed(chunk))
-    out.extend(pump.finish(saw_done=saw_done, include_usage=True))
-    return out, pump.result()
+    return pump_chunks("claude-x", chunks, saw_done=saw_done)
 
 
 def test_translated_tool_stream_folds_into_complete_tool_calls() -> None:
@@ -517,17 +496,6 @@ def test_sim_rejects_what_anthropic_rejects(body: dict[str, Any], fragment: str)
 
 def _config(base_url: str, name: str = "ant") -> ProviderConfig:
     return ProviderConfig(name=name, kind="anthropic", base_url=base_url, keys=["k"])
-
-
-@pytest.fixture
-async def sim_and_session() -> AsyncIterator[tuple[SimServer, SimControl, aiohttp.ClientSession]]:
-    sim = await start_sim()
-    session = aiohttp.ClientSession()
-    try:
-        yield sim, SimControl(sim.base_url), session
-    finally:
-        await session.close()
-        await sim.close()
 
 
 CHAT = {"messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": "hi"}]}

@@ -19,7 +19,6 @@ from typing import Any
 import orjson
 import pytest
 
-from freellm.config import Settings
 from freellm.engine.context import Attempt, TurnOutcome
 from freellm.engine.pump import PumpResult, ToolCall
 from freellm.errors import ClientError, Exhausted
@@ -40,6 +39,7 @@ from freellm.surfaces.anthropic.render import (
     tool_input,
 )
 from freellm.surfaces.anthropic.wire import parse_messages_request
+from tests.unit.helpers import surface_catalog
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "anthropic"
 USER = {"role": "user", "content": "hi"}
@@ -600,20 +600,7 @@ def test_validation_reports_at_most_five_issues() -> None:
 
 
 def catalog(model_map: dict[str, str] | None = None) -> tuple[Catalog, dict[str, str]]:
-    settings = Settings.model_validate(
-        {
-            "providers": [
-                {
-                    "name": "alpha",
-                    "base_url": "http://127.0.0.1:1/v1",
-                    "keys": ["k"],
-                    "models": [{"id": "model-x"}, {"id": "big-model"}, {"id": "off-model", "enabled": False}],
-                }
-            ],
-            "surfaces": {"anthropic": {"model_map": model_map}} if model_map is not None else {},
-        }
-    )
-    return Catalog(settings), settings.surfaces.anthropic.model_map
+    return surface_catalog("anthropic", model_map)
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,6 @@ import asyncio
 import base64
 import itertools
 import json
-import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,6 @@ from aiohttp import web
 from freellm.config import ProviderConfig
 from freellm.core.request import parse_chat_request
 from freellm.engine.failure import FailureKind, classify, http_error_message
-from freellm.engine.pump import StreamPump
 from freellm.errors import UpstreamError
 from freellm.providers.base import Timeouts
 from freellm.providers.gemini import GeminiProvider, _check_public_host, _is_public, _Refused
@@ -49,7 +47,7 @@ from freellm.providers.gemini_wire import (
     to_gemini_request,
 )
 from freellm.providers.registry import build_providers
-from freellm.sim import SimServer, start_sim
+from freellm.sim import SimServer
 from freellm.sim.control import SimControl
 from freellm.sim.gemini_wire import (
     GEMINI_JSON_STREAM_WIRE,
@@ -62,25 +60,14 @@ from freellm.sim.gemini_wire import (
 from freellm.sim.plan import FrameKind, build_plan
 from freellm.sim.scenario import parse_scenario
 from freellm.sim.wire import WireRequestError
+from tests.unit.helpers import GOLDEN_ROOT, check_golden, golden_files, pump_chunks
 
-GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "gemini_upstream"
-UPDATE = os.environ.get("FREELLM_UPDATE_GOLDEN") == "1"
+GOLDEN = GOLDEN_ROOT / "gemini_upstream"
 CREATED = 1_700_000_000
 
 
 def _golden(prefix: str) -> list[Path]:
-    files = sorted(GOLDEN.glob(f"{prefix}_*.json"))
-    assert files, f"no {prefix} golden files in {GOLDEN}"
-    return files
-
-
-def _check(path: Path, doc: dict[str, Any], actual: Any) -> None:
-    if UPDATE:
-        doc["expected"] = actual
-        path.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
-        return
-    assert "expected" in doc, f"{path.name} has no expected output (run with FREELLM_UPDATE_GOLDEN=1)"
-    assert actual == doc["expected"], f"{path.name}: {doc['description']}"
+    return golden_files(GOLDEN, prefix)
 
 
 def _cache(entries: list[list[Any]]) -> SignatureCache:
@@ -102,7 +89,7 @@ def _translate_request(doc: dict[str, Any], *, stream: bool | None = None) -> di
 @pytest.mark.parametrize("path", _golden("request"), ids=lambda p: p.stem)
 def test_request_translation_golden(path: Path) -> None:
     doc = json.loads(path.read_text())
-    _check(path, doc, _translate_request(doc))
+    check_golden(path, doc, _translate_request(doc))
 
 
 @pytest.mark.parametrize("path", _golden("request"), ids=lambda p: p.stem)
@@ -213,7 +200,7 @@ def test_schema_sanitiser_golden(path: Path) -> None:
     fn = sanitize_parameters if doc["mode"] == "parameters" else sanitize_schema
     actual = fn(doc["schema"])
     assert json.dumps(doc["schema"], sort_keys=True) == before  # the input is never modified
-    _check(path, doc, actual)
+    check_golden(path, doc, actual)
 
 
 @pytest.mark.parametrize("path", _golden("schema"), ids=lambda p: p.stem)
@@ -281,7 +268,7 @@ def _translate(frames: list[dict[str, Any]]) -> dict[str, Any]:
 @pytest.mark.parametrize("path", _golden("stream"), ids=lambda p: p.stem)
 def test_stream_translation_golden(path: Path) -> None:
     doc = json.loads(path.read_text())
-    _check(path, doc, _translate(doc["frames"]))
+    check_golden(path, doc, _translate(doc["frames"]))
 
 
 @pytest.mark.parametrize("path", _golden("response"), ids=lambda p: p.stem)
@@ -301,16 +288,11 @@ def test_response_translation_golden(path: Path) -> None:
         }
     except UpstreamError as exc:
         actual = {"error": exc.message}
-    _check(path, doc, actual)
+    check_golden(path, doc, actual)
 
 
 def _pump(chunks: list[dict[str, Any]], *, saw_done: bool) -> tuple[list[dict[str, Any]], Any]:
-    pump = StreamPump("gemini-x", wants_tools=True)
-    out: list[dict[str, Any]] = []
-    for chunk in json.loads(json.dumps(chunks)):
-        out.extend(pump.feed(chunk))
-    out.extend(pump.finish(saw_done=saw_done, include_usage=True))
-    return out, pump.result()
+    return pump_chunks("gemini-x", chunks, saw_done=saw_done)
 
 
 def test_translated_calls_fold_into_complete_tool_calls() -> None:
@@ -831,17 +813,6 @@ def _config(base_url: str, name: str = "gem") -> ProviderConfig:
 
 def _gemini_url(sim: SimServer, provider: str) -> str:
     return f"{sim.base_url}/{provider}/v1beta"
-
-
-@pytest.fixture
-async def sim_and_session() -> AsyncIterator[tuple[SimServer, SimControl, aiohttp.ClientSession]]:
-    sim = await start_sim()
-    session = aiohttp.ClientSession()
-    try:
-        yield sim, SimControl(sim.base_url), session
-    finally:
-        await session.close()
-        await sim.close()
 
 
 CHAT = {"messages": [{"role": "system", "content": "sys"}, {"role": "user", "content": "hi"}]}

@@ -23,7 +23,6 @@ from typing import Any
 import orjson
 import pytest
 
-from freellm.config import Settings
 from freellm.engine.context import TurnOutcome
 from freellm.engine.pump import PumpResult, ToolCall
 from freellm.errors import ClientError, Exhausted
@@ -52,6 +51,7 @@ from freellm.surfaces.gemini_wire.wire import (
     parse_count_tokens_request,
     parse_generate_request,
 )
+from tests.unit.helpers import surface_catalog
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "gemini_surface"
 HI = {"role": "user", "parts": [{"text": "hi"}]}
@@ -685,20 +685,7 @@ def test_count_tokens_request_needs_contents() -> None:
 
 
 def catalog(model_map: dict[str, str] | None = None) -> tuple[Catalog, dict[str, str]]:
-    settings = Settings.model_validate(
-        {
-            "providers": [
-                {
-                    "name": "alpha",
-                    "base_url": "http://127.0.0.1:1/v1",
-                    "keys": ["k"],
-                    "models": [{"id": "model-x"}, {"id": "big-model"}, {"id": "off-model", "enabled": False}],
-                }
-            ],
-            "surfaces": {"gemini": {"model_map": model_map}} if model_map is not None else {},
-        }
-    )
-    return Catalog(settings), settings.surfaces.gemini.model_map
+    return surface_catalog("gemini", model_map)
 
 
 @pytest.mark.parametrize(
