@@ -81,3 +81,22 @@ def make_usage_chunk(chunk_id: str, created: int, model: str, usage: dict[str, A
         "choices": [],
         "usage": usage,
     }
+
+
+def read_chunk(chunk: Chunk) -> tuple[dict[str, Any] | None, str | None, dict[str, Any] | None]:
+    """A canonical chunk's ``(delta, finish_reason, usage)``, each None when absent or malformed — what
+    every stream renderer reads first."""
+    usage = chunk.get("usage")
+    if not isinstance(usage, dict):
+        usage = None
+    choices = chunk.get("choices")
+    if not choices or not isinstance(choices[0], dict):
+        return None, None, usage
+    choice = choices[0]
+    finish = choice.get("finish_reason")
+    delta = choice.get("delta")
+    return (
+        delta if isinstance(delta, dict) else None,
+        finish if isinstance(finish, str) and finish else None,
+        usage,
+    )

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import orjson
 
-from freellm.core.chunks import Chunk
+from freellm.core.chunks import Chunk, read_chunk
 from freellm.core.tokens import estimate_text_tokens
 from freellm.engine.context import TurnOutcome
 from freellm.errors import ClientError, Exhausted
@@ -205,18 +205,12 @@ class MessagesRenderer:
         if not self._started:
             out.append(self._message_start())
         for chunk in chunks:
-            usage = chunk.get("usage")
-            if isinstance(usage, dict):
+            delta, finish, usage = read_chunk(chunk)
+            if usage is not None:
                 self._usage = usage
-            choices = chunk.get("choices")
-            if not choices or not isinstance(choices[0], dict):
-                continue
-            choice = choices[0]
-            finish = choice.get("finish_reason")
-            if isinstance(finish, str) and finish:
+            if finish is not None:
                 self._finish = finish
-            delta = choice.get("delta")
-            if not isinstance(delta, dict):
+            if delta is None:
                 continue
             reasoning = delta.get("reasoning_content") or delta.get("reasoning")
             if isinstance(reasoning, str) and reasoning:

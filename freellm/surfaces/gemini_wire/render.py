@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from freellm.core.chunks import Chunk
+from freellm.core.chunks import Chunk, read_chunk
 from freellm.core.tokens import estimate_text_tokens
 from freellm.engine.context import TurnOutcome
 from freellm.errors import ClientError, Exhausted
@@ -300,18 +300,12 @@ class GeminiStreamRenderer:
             model = chunk.get("model")
             if isinstance(model, str) and model:
                 self.model_version = model
-            usage = chunk.get("usage")
-            if isinstance(usage, dict):
+            delta, finish, usage = read_chunk(chunk)
+            if usage is not None:
                 self._usage = usage
-            choices = chunk.get("choices")
-            if not choices or not isinstance(choices[0], dict):
-                continue
-            choice = choices[0]
-            finish = choice.get("finish_reason")
-            if isinstance(finish, str) and finish:
+            if finish is not None:
                 self._finish = finish
-            delta = choice.get("delta")
-            if not isinstance(delta, dict):
+            if delta is None:
                 continue
             parts = self._parts(delta)
             if parts:

@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 import orjson
 
-from freellm.core.chunks import Chunk
+from freellm.core.chunks import Chunk, read_chunk
 from freellm.core.tokens import estimate_text_tokens
 from freellm.surfaces.responses.ids import IdFactory, random_id
 from freellm.surfaces.responses.objects import (
@@ -157,15 +157,10 @@ class ResponsesStreamRenderer:
     # ---- chunk handling ---------------------------------------------------------------------------
 
     def _chunk(self, chunk: Chunk) -> None:
-        usage = chunk.get("usage")
-        if isinstance(usage, dict) and usage:
+        delta, finish, usage = read_chunk(chunk)
+        if usage:
             self._usage = usage
-        choices = chunk.get("choices")
-        if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
-            return
-        choice = choices[0]
-        delta = choice.get("delta")
-        if isinstance(delta, dict):
+        if delta is not None:
             reasoning = delta.get("reasoning_content") or delta.get("reasoning")
             if isinstance(reasoning, str) and reasoning:
                 self._delta("reasoning", reasoning)
@@ -177,8 +172,7 @@ class ResponsesStreamRenderer:
                 for pos, call in enumerate(calls):
                     if isinstance(call, dict):
                         self._tool_call(pos, call)
-        finish = choice.get("finish_reason")
-        if isinstance(finish, str) and finish:
+        if finish is not None:
             self._finish = finish
 
     def _delta(self, kind: Literal["message", "reasoning"], text: str) -> None:
