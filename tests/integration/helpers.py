@@ -229,3 +229,16 @@ def assert_failed_over_once(headers: Any, first: str, second: str, error_class: 
     assert headers["x-routed-via"] == f"{second}/{model}"
     assert headers["x-fallback-attempts"] == "1"
     assert headers["x-fallback-trail"] == f"{first}/{model} key1={error_class}"
+
+
+def answer_via_auto(gw: GatewayServer, *, stream: bool) -> tuple[str, Any]:
+    """Ask ``auto`` once (raw SSE "Say hello." when ``stream``, else the SDK with "hi"); the answer's text
+    and response headers. Asserts the client saw a clean 200 either way."""
+    if stream:
+        out = stream_raw(gw, body())
+        assert out.status == 200 and out.errors == []
+        return out.text, out.headers
+    raw = sdk(gw).chat.completions.with_raw_response.create(
+        model="auto", messages=[{"role": "user", "content": "hi"}]
+    )
+    return raw.parse().choices[0].message.content or "", raw.headers

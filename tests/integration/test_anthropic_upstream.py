@@ -20,7 +20,16 @@ import pytest
 from freellm.sim import SimServer
 from freellm.sim.control import SimControl
 from tests.harness import BackgroundLoop, GatewayServer, unique
-from tests.integration.helpers import MakeMixed, body, ended, mixed_gateways, sdk, stream_raw, upstream
+from tests.integration.helpers import (
+    MakeMixed,
+    answer_via_auto,
+    body,
+    ended,
+    mixed_gateways,
+    sdk,
+    stream_raw,
+    upstream,
+)
 from tests.integration.helpers import assert_failed_over_once as failed_over_once
 
 MODEL = "claude-sonnet-4-5"
@@ -302,16 +311,8 @@ def test_anthropic_429_fails_over_to_openai_provider_invisibly(
     )
     sim_control.script(o, {"text": "OpenAI-kind answer."})
 
-    if stream:
-        out = stream_raw(gw, body())
-        assert out.status == 200 and out.errors == [] and out.text == "OpenAI-kind answer."
-        headers = out.headers
-    else:
-        raw = sdk(gw).chat.completions.with_raw_response.create(
-            model="auto", messages=[{"role": "user", "content": "hi"}]
-        )
-        assert raw.parse().choices[0].message.content == "OpenAI-kind answer."
-        headers = raw.headers
+    text, headers = answer_via_auto(gw, stream=stream)
+    assert text == "OpenAI-kind answer."
 
     assert_failed_over_once(headers, a, o, "rate_limited")
     [first] = ended(sim_control, a)

@@ -250,15 +250,10 @@ def stream_text(data: list[str]) -> str:
     return "".join(out)
 
 
-def test_sigterm_waits_for_an_inflight_stream_to_finish(
-    spawn: Callable[..., Proc], tmp_path: Path, sim: SimServer, sim_control: SimControl
-) -> None:
-    provider = unique("alpha")
-    text = "one two three four five six seven eight"
-    sim_control.script(provider, {"text": text, "chunks": 8, "chunk_delay_ms": 120}, times=1)
-    gw, client_key = serve_with_config(spawn, tmp_path, sim.base_url, provider, GRACE_S="10")
-
-    body = {"model": "auto", "stream": True, "messages": [{"role": "user", "content": "count"}]}
+def stream_then_sigterm(gw: Proc, client_key: str, prompt: str) -> tuple[list[str], str | None, int, float]:
+    """Stream one answer and SIGTERM the gateway when its first content arrives: the frames read, how
+    the stream was cut (None when it ended properly), the exit code, and seconds from SIGTERM to exit."""
+    body = {"model": "auto", "stream": True, "messages": [{"role": "user", "content": prompt}]}
     sent_at: list[float] = []
 
     def sigterm() -> None:
@@ -273,10 +268,21 @@ def test_sigterm_waits_for_an_inflight_stream_to_finish(
         timeout=20,
     ) as resp:
         assert resp.status_code == 200
-        # SIGTERM as soon as the first content arrives: the stream still has ~0.8 s to go.
         data, cut = read_stream_until_end(resp, sigterm)
     code = gw.popen.wait(15)
-    took = time.monotonic() - sent_at[0]
+    return data, cut, code, time.monotonic() - sent_at[0]
+
+
+def test_sigterm_waits_for_an_inflight_stream_to_finish(
+    spawn: Callable[..., Proc], tmp_path: Path, sim: SimServer, sim_control: SimControl
+) -> None:
+    provider = unique("alpha")
+    text = "one two three four five six seven eight"
+    sim_control.script(provider, {"text": text, "chunks": 8, "chunk_delay_ms": 120}, times=1)
+    gw, client_key = serve_with_config(spawn, tmp_path, sim.base_url, provider, GRACE_S="10")
+
+    # SIGTERM as soon as the first content arrives: the stream still has ~0.8 s to go.
+    data, cut, code, took = stream_then_sigterm(gw, client_key, "count")
 
     assert cut is None, f"stream cut silently: {cut}"
     assert stream_text(data) == text
@@ -296,24 +302,7 @@ def test_sigterm_past_the_grace_period_ends_the_stream_with_an_error_frame(
     grace = 1.0
     gw, client_key = serve_with_config(spawn, tmp_path, sim.base_url, provider, GRACE_S=str(grace))
 
-    body = {"model": "auto", "stream": True, "messages": [{"role": "user", "content": "long story"}]}
-    sent_at: list[float] = []
-
-    def sigterm() -> None:
-        sent_at.append(time.monotonic())
-        gw.popen.send_signal(signal.SIGTERM)
-
-    with httpx.stream(
-        "POST",
-        f"{gw.base_url}/v1/chat/completions",
-        json=body,
-        headers={"Authorization": f"Bearer {client_key}"},
-        timeout=20,
-    ) as resp:
-        assert resp.status_code == 200
-        data, cut = read_stream_until_end(resp, sigterm)
-    code = gw.popen.wait(15)
-    took = time.monotonic() - sent_at[0]
+    data, cut, code, took = stream_then_sigterm(gw, client_key, "long story")
 
     assert code == 0, gw.stderr()
     # aiohttp waits up to the grace for the handler, then cancels it and waits up to the grace again.
