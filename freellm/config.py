@@ -16,6 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 __all__ = [
     "AuthConfig",
+    "CacheConfig",
+    "CompressionConfig",
+    "CompressionEngineConfig",
+    "CompressionMode",
     "ConfigError",
     "FallbackConfig",
     "GeminiSurfaceConfig",
@@ -102,8 +106,11 @@ class ServerConfig(_Model):
 
 class AuthConfig(_Model):
     api_keys: list[str] = Field(default_factory=list)
+    admin_keys: list[str] = Field(default_factory=list)
+    """Keys for the ``/admin/`` routes (never the same as a client key). With none, every ``/admin/``
+    route answers 404."""
 
-    @field_validator("api_keys")
+    @field_validator("api_keys", "admin_keys")
     @classmethod
     def _drop_empty(cls, v: list[str]) -> list[str]:
         return [k for k in v if k.strip()]
@@ -206,6 +213,47 @@ class GeminiSurfaceConfig(_Model):
     """``max_tokens`` sent when the request has no ``generationConfig.maxOutputTokens`` (None: leave unset)."""
 
 
+class CacheConfig(_Model):
+    """The response cache (docs/cache.md): exact-match, LRU + TTL, stream replay byte for byte."""
+
+    enabled: bool = False
+    ttl_s: float = Field(default=3600.0, gt=0)
+    max_entries: int = Field(default=5000, ge=1)
+    """One LRU budget shared by the stored JSON bodies and the stored streams."""
+    max_temperature: float = 1.0
+    """A request whose temperature is above this is never served from or stored in the cache."""
+    stream_max_bytes: int = Field(default=2_097_152, ge=0)
+    """A stream longer than this is served but not stored (its frames are dropped once past it)."""
+
+
+CompressionMode = Literal["off", "lossless", "standard", "aggressive"]
+
+
+class CompressionEngineConfig(BaseModel):
+    """One engine's switch plus its tunables (named as in docs/compression.md, snake_case); the
+    tunables are validated by the engine itself when the compressor is built."""
+
+    model_config = ConfigDict(extra="allow")
+
+    enabled: bool = True
+
+
+class CompressionConfig(_Model):
+    """Prompt compression (docs/compression.md). ``mode: off`` is the operator's master switch."""
+
+    mode: CompressionMode = "off"
+    engines: dict[str, CompressionEngineConfig] = Field(default_factory=dict)
+    auto_trigger_tokens: int | None = Field(default=None, ge=1)
+    """With a mode configured, a request estimated at this many tokens or more is compressed
+    ``aggressive`` (the header can still turn it off)."""
+    target_tokens: int | None = Field(default=None, ge=1)
+    """Stop once the request is under this many tokens (auto-trigger default: 90 % of the trigger)."""
+    prefix_freeze: bool = True
+    """Never rewrite a system prompt that recurs across requests (keeps provider prompt caches warm)."""
+    filters_dir: Path | None = None
+    """Custom tool-output filter files (``*.json``); default ``<data dir>/filters``."""
+
+
 class SurfacesConfig(_Model):
     anthropic: AnthropicSurfaceConfig = Field(default_factory=AnthropicSurfaceConfig)
     gemini: GeminiSurfaceConfig = Field(default_factory=GeminiSurfaceConfig)
@@ -224,6 +272,8 @@ class Settings(_Model):
     tools: ToolsConfig = Field(default_factory=ToolsConfig)
     routing: RoutingConfig = Field(default_factory=RoutingConfig)
     surfaces: SurfacesConfig = Field(default_factory=SurfacesConfig)
+    cache: CacheConfig = Field(default_factory=CacheConfig)
+    compression: CompressionConfig = Field(default_factory=CompressionConfig)
 
     @field_validator("providers")
     @classmethod
@@ -271,4 +321,7 @@ def load_settings(path: str | os.PathLike[str], env: dict[str, str] | None = Non
         raise ConfigError(f"config {p} is invalid:\n" + "\n".join(lines)) from exc
     if settings.storage.path is not None and not settings.storage.path.is_absolute():
         settings.storage.path = (p.parent / settings.storage.path).resolve()
+    fdir = settings.compression.filters_dir
+    if fdir is not None and not fdir.is_absolute():
+        settings.compression.filters_dir = (p.parent / fdir).resolve()
     return settings
