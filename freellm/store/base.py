@@ -151,3 +151,19 @@ class StateStore(Protocol):
 
     async def delete_response(self, response_id: str, now: float) -> bool:
         """Remove a stored response; False when there was none (or it had expired)."""
+
+    # -- response cache: stored non-stream reply bodies -----------------------------------------------
+    # The cache service keeps its LRU (and the stream replays, which are never persisted) in memory;
+    # the store only makes the JSON entries outlive a restart.
+    async def put_cached(self, key: str, doc: dict[str, Any], expires_at: float) -> None:
+        """Persist (or replace) one cache entry until ``expires_at``. ``doc`` must be JSON-ready."""
+
+    async def delete_cached(self, keys: list[str]) -> None:
+        """Forget these entries (evicted or expired). Unknown keys are ignored."""
+
+    async def clear_cached(self) -> None:
+        """Forget every cache entry."""
+
+    async def load_cached(self, now: float, limit: int) -> list[tuple[str, float, dict[str, Any]]]:
+        """The newest ``limit`` unexpired entries as (key, expires_at, doc), least recently stored first
+        (the order a start-up rebuilds its LRU in)."""

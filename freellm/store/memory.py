@@ -151,6 +151,8 @@ class MemoryStore:
         self._responses: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
         """response id → (expires_at, document), oldest stored first."""
         self._response_cap = max(1, response_cap)
+        self._cached: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
+        """cache key → (expires_at, entry), least recently stored first."""
 
     # -- lifecycle ------------------------------------------------------------------------------------
     async def open(self) -> None:
@@ -373,6 +375,22 @@ class MemoryStore:
     async def delete_response(self, response_id: str, now: float) -> bool:
         entry = self._responses.pop(response_id, None)
         return entry is not None and entry[0] > now
+
+    # -- response cache -------------------------------------------------------------------------------
+    async def put_cached(self, key: str, doc: dict[str, Any], expires_at: float) -> None:
+        self._cached[key] = (expires_at, doc)
+        self._cached.move_to_end(key)
+
+    async def delete_cached(self, keys: list[str]) -> None:
+        for key in keys:
+            self._cached.pop(key, None)
+
+    async def clear_cached(self) -> None:
+        self._cached.clear()
+
+    async def load_cached(self, now: float, limit: int) -> list[tuple[str, float, dict[str, Any]]]:
+        live = [(key, exp, doc) for key, (exp, doc) in self._cached.items() if exp > now]
+        return live[-limit:] if limit > 0 else []
 
 
 _EMPTY_USAGE: Final = UsageSnapshot()

@@ -29,7 +29,9 @@ Design
 * **Layout.** ``meta(schema_version)``, ``cooldowns``, ``usage`` (per scope and minute: the same
   buckets the 24 h window uses, so a day of a busy key is ≤ 1 440 rows), ``events``, ``settings`` and
   ``requests`` (one column per :class:`RequestLogRow` field, ``extra`` as JSON), and since schema
-  version 2 ``responses`` (stored Responses API documents as JSON, with their expiry). WAL journal,
+  version 2 ``responses`` (stored Responses API documents as JSON, with their expiry), since version 3
+  ``cache_entries`` (the response cache's non-stream bodies; the cache service holds them in memory, so
+  this store only writes them behind and reads them back at start-up). WAL journal,
   ``synchronous=NORMAL``: a killed process loses what it had not flushed yet (≤ ``flush_interval_s`` of
   writes; a clean shutdown loses nothing), a power cut may also lose the last commit — acceptable for
   this state.
@@ -70,6 +72,7 @@ from freellm.store.sqlite_layout import (
     RESPONSE_READ_TRIES,
     SCHEMA,
     SCHEMA_VERSION,
+    UPSERT_CACHED,
     UPSERT_COOLDOWN,
     UPSERT_RESPONSE,
     UPSERT_SETTING,
@@ -127,6 +130,8 @@ class SQLiteStore(MemoryStore):
         self._con: sqlite3.Connection | None = None
         self._task: asyncio.Task[None] | None = None
         self._closed = False
+        self._cache_stamp = 0.0
+        """``stored_at`` of the newest cache entry written (see :meth:`put_cached`)."""
         self._response_writes = 0
         """Bumped by every put/delete of a stored response (a disk read racing one is retried)."""
 
@@ -289,6 +294,33 @@ class SQLiteStore(MemoryStore):
         await self.flush()
         return existed
 
+    # -- response cache: written behind, read back only at start-up (the cache service is in memory) ----
+    async def put_cached(self, key: str, doc: dict[str, Any], expires_at: float) -> None:
+        # Strictly increasing, so the start-up LRU order is the store order even within one clock tick.
+        self._cache_stamp = max(self._clock(), self._cache_stamp + 1e-6)
+        self._pending.cached[key] = (expires_at, self._cache_stamp, orjson.dumps(doc).decode())
+
+    async def delete_cached(self, keys: list[str]) -> None:
+        for key in keys:
+            self._pending.cached[key] = None
+
+    async def clear_cached(self) -> None:
+        self._pending.cached.clear()
+        self._pending.cache_cleared = True
+        await self.flush()
+
+    async def load_cached(self, now: float, limit: int) -> list[tuple[str, float, dict[str, Any]]]:
+        if limit <= 0 or self._executor is None:
+            return []
+        await self.flush()
+        rows = await self._run(self._load_cached_sync, now, limit)
+        out: list[tuple[str, float, dict[str, Any]]] = []
+        for key, expires_at, text in rows:
+            doc = _decode_response((expires_at, text), now)
+            if doc is not None:
+                out.append((key, expires_at, doc))
+        return out
+
     async def recent_requests(self, limit: int = 100) -> list[RequestLogRow]:
         """Newest first: from the in-memory ring when it holds enough rows, else from the database."""
         if limit <= 0:
@@ -368,6 +400,7 @@ class SQLiteStore(MemoryStore):
         con.execute("DELETE FROM cooldowns WHERE until <= ?", (now,))
         con.execute("DELETE FROM requests WHERE ts < ?", (now - self._retention_s,))
         con.execute("DELETE FROM responses WHERE expires_at <= ?", (now,))
+        con.execute("DELETE FROM cache_entries WHERE expires_at <= ?", (now,))
 
     def _prune_sync(self, now: float) -> None:
         con = self._con
@@ -434,6 +467,15 @@ class SQLiteStore(MemoryStore):
                 stored = [(rid, e[0], e[1]) for rid, e in batch.responses.items() if e is not None]
                 if stored:
                     con.executemany(UPSERT_RESPONSE, stored)
+            if batch.cache_cleared:
+                con.execute("DELETE FROM cache_entries")
+            if batch.cached:
+                dropped = [(key,) for key, entry in batch.cached.items() if entry is None]
+                if dropped:
+                    con.executemany("DELETE FROM cache_entries WHERE key = ?", dropped)
+                kept = [(key, *e) for key, e in batch.cached.items() if e is not None]
+                if kept:
+                    con.executemany(UPSERT_CACHED, kept)
         except BaseException:
             con.execute("ROLLBACK")
             raise
@@ -448,6 +490,17 @@ class SQLiteStore(MemoryStore):
             return None
         row = con.execute("SELECT expires_at, doc FROM responses WHERE id = ?", (response_id,)).fetchone()
         return None if row is None else (row[0], row[1])
+
+    def _load_cached_sync(self, now: float, limit: int) -> list[tuple[str, float, str]]:
+        con = self._con
+        if con is None:
+            return []
+        rows = con.execute(
+            "SELECT key, expires_at, doc FROM cache_entries WHERE expires_at > ? "
+            "ORDER BY stored_at DESC LIMIT ?",
+            (now, limit),
+        ).fetchall()
+        return [(r[0], r[1], r[2]) for r in reversed(rows)]
 
     def _recent_sync(self, limit: int) -> list[tuple[Any, ...]]:
         con = self._con

@@ -19,6 +19,7 @@ __all__ = [
     "SCHEMA",
     "SCHEMA_VERSION",
     "UPSERT_COOLDOWN",
+    "UPSERT_CACHED",
     "UPSERT_RESPONSE",
     "UPSERT_SETTING",
     "UPSERT_USAGE",
@@ -29,7 +30,7 @@ __all__ = [
     "request_tuple",
 ]
 
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 
 SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -90,6 +91,15 @@ CREATE TABLE IF NOT EXISTS responses (
 );
 CREATE INDEX IF NOT EXISTS responses_expires ON responses (expires_at);
 """,
+    3: """
+CREATE TABLE IF NOT EXISTS cache_entries (
+    key        TEXT PRIMARY KEY,
+    expires_at REAL NOT NULL,
+    stored_at  REAL NOT NULL,
+    doc        TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS cache_entries_stored ON cache_entries (stored_at);
+""",
 }
 """version → the statements that bring a database of the previous version to it."""
 
@@ -115,6 +125,11 @@ UPSERT_RESPONSE: Final = (
     "INSERT INTO responses (id, expires_at, doc) VALUES (?, ?, ?) "
     "ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at, doc = excluded.doc"
 )
+UPSERT_CACHED: Final = (
+    "INSERT INTO cache_entries (key, expires_at, stored_at, doc) VALUES (?, ?, ?, ?) "
+    "ON CONFLICT (key) DO UPDATE SET expires_at = excluded.expires_at, stored_at = excluded.stored_at, "
+    "doc = excluded.doc"
+)
 RESPONSE_READ_TRIES: Final = 3
 
 RequestTuple = tuple[
@@ -136,10 +151,21 @@ class Batch:
     requests: deque[RequestTuple] = field(default_factory=deque)
     responses: dict[str, tuple[float, str] | None] = field(default_factory=dict)
     """response id → (expires_at, document JSON) to upsert, or None to delete. Last state wins."""
+    cached: dict[str, tuple[float, float, str] | None] = field(default_factory=dict)
+    """cache key → (expires_at, stored_at, entry JSON) to upsert, or None to delete. Last state wins."""
+    cache_cleared: bool = False
+    """Delete every cache entry first (then apply ``cached``)."""
 
     def __bool__(self) -> bool:
         return bool(
-            self.cooldowns or self.usage or self.events or self.settings or self.requests or self.responses
+            self.cooldowns
+            or self.usage
+            or self.events
+            or self.settings
+            or self.requests
+            or self.responses
+            or self.cached
+            or self.cache_cleared
         )
 
     def merge_newer(self, newer: Batch, max_requests: int) -> None:
@@ -155,6 +181,10 @@ class Batch:
         self.events.extend(newer.events)
         self.settings.update(newer.settings)
         self.responses.update(newer.responses)
+        if newer.cache_cleared:
+            self.cached.clear()
+            self.cache_cleared = True
+        self.cached.update(newer.cached)
         self.requests.extend(newer.requests)
         while len(self.requests) > max_requests:
             self.requests.popleft()

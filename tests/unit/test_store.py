@@ -282,6 +282,20 @@ async def test_responses_expire(store: MemoryStore) -> None:
     assert await store.get_response("resp_2", T0) is None
 
 
+async def test_cache_entries_put_load_delete_clear(store: MemoryStore) -> None:
+    await store.put_cached("k1", {"body": "one"}, T0 + 100)
+    await store.put_cached("k2", {"body": "two"}, T0 + 100)
+    await store.put_cached("gone", {"body": "old"}, T0 - 1)
+    await store.put_cached("k1", {"body": "one again"}, T0 + 200)  # re-stored: now the newest
+    assert await store.load_cached(T0, 10) == [("k2", T0 + 100, {"body": "two"}), ("k1", T0 + 200, {"body": "one again"})]
+    assert [k for k, _, _ in await store.load_cached(T0, 1)] == ["k1"]
+    await store.delete_cached(["k2", "unknown"])
+    assert [k for k, _, _ in await store.load_cached(T0, 10)] == ["k1"]
+    await store.clear_cached()
+    await store.put_cached("k3", {"body": "three"}, T0 + 100)
+    assert [k for k, _, _ in await store.load_cached(T0, 10)] == ["k3"]
+
+
 # -- MemoryStore specifics ----------------------------------------------------------------------------
 
 
@@ -667,7 +681,27 @@ async def test_sqlite_migrates_a_version_1_database(tmp_path: Path) -> None:
         assert db_rows(path, "SELECT id FROM responses") == [("resp_1",)]
     finally:
         await s2.close()
-    assert SCHEMA_VERSION == 2
+    assert db_rows(path, "SELECT count(*) FROM cache_entries") == [(0,)]
+    assert SCHEMA_VERSION == 3
+
+
+async def test_sqlite_cache_entries_survive_restart(tmp_path: Path) -> None:
+    path = tmp_path / "freellm.db"
+    s1 = SQLiteStore(path, clock=fixed_clock(T0), flush_interval_s=3600)
+    await s1.open()
+    await s1.put_cached("k1", {"body": "{\"id\":1}"}, T0 + 100)
+    await s1.put_cached("k2", {"body": "{}"}, T0 + 100)
+    await s1.delete_cached(["k2"])
+    await s1.close()
+    s2 = SQLiteStore(path, clock=fixed_clock(T0 + 1))
+    await s2.open()
+    try:
+        assert await s2.load_cached(T0 + 1, 10) == [("k1", T0 + 100, {"body": "{\"id\":1}"})]
+        assert await s2.load_cached(T0 + 101, 10) == []  # expired
+        await s2.clear_cached()
+        assert db_rows(path, "SELECT count(*) FROM cache_entries") == [(0,)]
+    finally:
+        await s2.close()
 
 
 async def test_sqlite_newer_schema_refused(tmp_path: Path) -> None:
