@@ -4,12 +4,19 @@ The canonical form *is* this wire, so the request body goes out as built and eac
 parsed once and handed on. All I/O failures are mapped to :class:`UpstreamError` at the boundary (the
 shared plumbing in :mod:`freellm.providers.http`): the fallback loop only ever sees facts (status,
 transport, timeout, retry hint), never aiohttp types.
+
+Prompt-caching markers (``cache_control``, Anthropic's) are forwarded only to OpenRouter, which turns
+them into its providers' own caching; every other OpenAI-compatible server gets the request without
+them (:func:`without_cache_control`), since strict ones (Groq, Mistral…) refuse unknown fields and Groq
+refuses a system message whose content is not a string.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
@@ -32,10 +39,89 @@ __all__ = [
     "CompletionStream",
     "OpenAICompatProvider",
     "OpenAIStream",
+    "accepts_cache_control",
     "completion_to_chunks",
     "error_message_of",
     "transport_error",
+    "without_cache_control",
 ]
+
+_CACHE_CONTROL = "cache_control"
+_CACHE_CONTROL_HOSTS = ("openrouter.ai",)
+"""Hosts (and their subdomains) of OpenAI-compatible APIs that take ``cache_control`` markers."""
+
+
+def accepts_cache_control(base_url: str) -> bool:
+    """Whether an OpenAI-compatible API at ``base_url`` takes ``cache_control`` markers (OpenRouter)."""
+    host = (urlsplit(base_url).hostname or "").lower()
+    return any(host == h or host.endswith("." + h) for h in _CACHE_CONTROL_HOSTS)
+
+
+def without_cache_control(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` without ``cache_control`` markers: ``body`` itself when it has none, else a copy.
+
+    A marker is removed wherever it sits (a message, a content part, a tool call, a tool). A content
+    list made only of text parts of which one was marked becomes the string of its texts joined with
+    newlines: that is how the Anthropic surface sends unmarked blocks, and Groq refuses a system message
+    whose content is a list. The caller's nested values are never changed.
+    """
+    messages = body.get("messages")
+    new_messages: list[Any] | None = None
+    if isinstance(messages, list):
+        for i, msg in enumerate(messages):
+            new = _message_without_markers(msg)
+            if new is not msg:
+                if new_messages is None:
+                    new_messages = list(messages)
+                new_messages[i] = new
+    tools = body.get("tools")
+    new_tools: list[Any] | None = None
+    if isinstance(tools, list) and any(_marked(t) for t in tools):
+        new_tools = [_unmarked(t) for t in tools]
+    if new_messages is None and new_tools is None:
+        return body
+    out = dict(body)
+    if new_messages is not None:
+        out["messages"] = new_messages
+    if new_tools is not None:
+        out["tools"] = new_tools
+    return out
+
+
+def _marked(value: Any) -> bool:
+    return isinstance(value, Mapping) and _CACHE_CONTROL in value
+
+
+def _unmarked(value: Any) -> Any:
+    if not _marked(value):
+        return value
+    return {k: v for k, v in value.items() if k != _CACHE_CONTROL}
+
+
+def _message_without_markers(msg: Any) -> Any:
+    if not isinstance(msg, Mapping):
+        return msg
+    content = msg.get("content")
+    calls = msg.get("tool_calls")
+    marked_parts = isinstance(content, list) and any(_marked(p) for p in content)
+    marked_calls = isinstance(calls, list) and any(_marked(c) for c in calls)
+    if not (marked_parts or marked_calls or _CACHE_CONTROL in msg):
+        return msg
+    out = {k: v for k, v in msg.items() if k != _CACHE_CONTROL}
+    if marked_parts:
+        assert isinstance(content, list)
+        if all(_is_text_part(p) for p in content):
+            out["content"] = "\n".join(p["text"] for p in content)
+        else:
+            out["content"] = [_unmarked(p) for p in content]
+    if marked_calls:
+        assert isinstance(calls, list)
+        out["tool_calls"] = [_unmarked(c) for c in calls]
+    return out
+
+
+def _is_text_part(part: Any) -> bool:
+    return isinstance(part, Mapping) and part.get("type") == "text" and isinstance(part.get("text"), str)
 
 
 class OpenAICompatProvider:
@@ -46,10 +132,13 @@ class OpenAICompatProvider:
         self._session = session
         self._url = config.base_url.rstrip("/") + "/chat/completions"
         self._extra_headers = dict(config.headers)
+        self._keep_cache_control = accepts_cache_control(config.base_url)
 
     async def open(
         self, body: dict[str, Any], key: str, *, stream: bool, timeouts: Timeouts
     ) -> OpenAIStream | CompletionStream:
+        if not self._keep_cache_control:
+            body = without_cache_control(body)
         headers = {
             "Authorization": f"Bearer {key}",
             "Content-Type": "application/json",

@@ -3,7 +3,7 @@
 ``POST /{provider}/v1/messages`` with ``x-api-key`` (or a bearer token). Requests are checked the way Anthropic checks them
 (unknown top-level fields, ``max_tokens`` required, roles, empty text, tool_use/tool_result pairing,
 tools declared, thinking budget, temperature range, whitespace stop sequences, trailing whitespace in a
-final assistant turn): a gateway that translates badly gets the 400 ``invalid_request_error`` Anthropic
+final assistant turn, at most 4 ``cache_control`` breakpoints): a gateway that translates badly gets the 400 ``invalid_request_error`` Anthropic
 would send, so translation bugs show up in tests.
 
 Streams follow Anthropic's event sequence (``event:`` line + ``data:`` object carrying ``type``):
@@ -89,6 +89,7 @@ _ASSISTANT_BLOCKS: Final = frozenset(
 )
 _TOOL_CHOICES: Final = frozenset({"auto", "any", "tool", "none"})
 _MIN_THINKING_BUDGET: Final = 1024
+_MAX_CACHE_BREAKPOINTS: Final = 4
 
 
 def stop_reason_of(finish_reason: str | None) -> str | None:
@@ -373,6 +374,36 @@ def _check_request(body: Any) -> None:
     if uses_tools and not has_tools:
         raise WireRequestError("Requests which include `tool_use` or `tool_result` blocks must define tools.")
     _check_thinking(body.get("thinking"), max_tokens, body.get("tool_choice"))
+    _check_cache_control(body)
+
+
+def _check_cache_control(body: dict[str, Any]) -> None:
+    """Every ``cache_control`` is ``{type: ephemeral, …}``; at most 4 of them (tools, system, blocks and
+    the blocks inside tool results)."""
+    found: list[tuple[str, Any]] = []
+
+    def collect(where: str, items: Any) -> None:
+        if not isinstance(items, list):
+            return
+        for i, item in enumerate(items):
+            if not isinstance(item, dict):
+                continue
+            if item.get("type") == "tool_result":
+                collect(f"{where}.{i}.content", item.get("content"))
+            if "cache_control" in item:
+                found.append((f"{where}.{i}.cache_control", item["cache_control"]))
+
+    collect("tools", body.get("tools"))
+    collect("system", body.get("system"))
+    for i, m in enumerate(body.get("messages") or ()):
+        collect(f"messages.{i}.content", m.get("content"))
+    for where, marker in found:
+        if not isinstance(marker, dict) or marker.get("type") != "ephemeral":
+            raise WireRequestError(f"{where}.type: Input should be 'ephemeral'")
+    if len(found) > _MAX_CACHE_BREAKPOINTS:
+        raise WireRequestError(
+            f"A maximum of {_MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided. Found {len(found)}."
+        )
 
 
 def _check_system(system: Any) -> None:

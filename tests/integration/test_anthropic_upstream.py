@@ -4,7 +4,9 @@ providers are ``kind: anthropic`` on the simulator's Anthropic wire.
 Checks what the client sees (text, streamed tool calls, reasoning, usage, invisible failover between
 Anthropic- and OpenAI-kind providers in both directions) and what the simulator received. The
 simulator checks every ``/v1/messages`` request the way Anthropic does (unknown fields, roles, empty
-text, tool_use/tool_result pairing, thinking budget, …), so a request it answered is a valid one.
+text, tool_use/tool_result pairing, thinking budget, at most 4 cache breakpoints…), so a request it
+answered is a valid one. The prompt-caching tests use the official ``anthropic`` SDK as the client: its
+``cache_control`` markers must reach an Anthropic-kind upstream on the same blocks.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from tests.harness import BackgroundLoop, GatewayServer, unique
 from tests.integration.helpers import (
     MakeMixed,
     answer_via_auto,
+    anthropic_sdk,
     body,
     ended,
     mixed_gateways,
@@ -412,6 +415,117 @@ def test_stream_without_message_stop_still_completes(
 
 
 # -- the simulator's wire, as the official Anthropic SDK sees it -------------------------------------------
+
+# -- prompt caching: an Anthropic client's cache_control markers -------------------------------------------
+
+
+EPH: Any = {"type": "ephemeral"}
+MARKED_SYSTEM: Any = [
+    {"type": "text", "text": "You are terse."},
+    {"type": "text", "text": "Long stable rules.", "cache_control": EPH},
+]
+MARKED_USER: Any = [
+    {"type": "text", "text": "<reminder>context</reminder>"},
+    {"type": "text", "text": "Say hi", "cache_control": EPH},
+]
+MARKED_TOOLS: Any = [
+    {
+        "name": "get_weather",
+        "description": "Weather for a city",
+        "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
+        "cache_control": EPH,
+    }
+]
+
+
+def test_cache_control_from_an_anthropic_client_reaches_the_anthropic_upstream(
+    make_mixed_gateway: MakeMixed, sim_control: SimControl
+) -> None:
+    """Anthropic SDK → /v1/messages → a ``kind: anthropic`` route: the markers arrive on the same
+    blocks (the simulator checks the request as Anthropic does, at most 4 markers included)."""
+    gw, a = one_anthropic(make_mixed_gateway)
+    sim_control.script(a, {"text": "Hi."})
+
+    msg = anthropic_sdk(gw).messages.create(
+        model=MODEL,
+        max_tokens=200,
+        system=MARKED_SYSTEM,
+        messages=[{"role": "user", "content": MARKED_USER}],
+        tools=MARKED_TOOLS,
+    )
+
+    assert msg.content[0].text == "Hi."  # type: ignore[union-attr]
+    [record] = ended(sim_control, a)
+    assert record["outcome"] == "completed" and record["status"] == 200
+    sent = record["body"]
+    assert sent["system"] == MARKED_SYSTEM
+    assert sent["messages"] == [{"role": "user", "content": MARKED_USER}]
+    assert sent["tools"] == [{**MARKED_TOOLS[0]}]
+
+
+def test_marked_stream_fails_over_from_openai_kind_without_markers_to_anthropic_kind_with_them(
+    make_mixed_gateway: MakeMixed, sim_control: SimControl
+) -> None:
+    """The same marked request on both kinds of upstream: the OpenAI-compatible one (not OpenRouter) gets
+    the joined strings and no marker, the Anthropic one the marked blocks, tool loop included."""
+    o, a = unique("oai"), unique("ant")
+    gw = make_mixed_gateway({o: "openai", a: "anthropic"})
+    sim_control.script(o, {"status": 429, "retry_after": 30})
+    sim_control.script(a, {"text": "Sunny in Paris."})
+    messages: Any = [
+        {"role": "user", "content": MARKED_USER},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}}],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "sunny", "cache_control": EPH}],
+        },
+    ]
+
+    with anthropic_sdk(gw).messages.stream(
+        model=MODEL, max_tokens=200, system=MARKED_SYSTEM, messages=messages, tools=MARKED_TOOLS
+    ) as stream:
+        final = stream.get_final_message()
+
+    assert final.content[0].text == "Sunny in Paris."  # type: ignore[union-attr]
+    [first] = ended(sim_control, o)
+    assert first["status"] == 429
+    assert "cache_control" not in json.dumps(first["body"])
+    assert first["body"]["messages"] == [
+        {"role": "system", "content": "You are terse.\nLong stable rules."},
+        {"role": "user", "content": "<reminder>context</reminder>\nSay hi"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "toolu_1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'},
+                }
+            ],
+        },
+        {"role": "tool", "content": "sunny", "tool_call_id": "toolu_1"},
+    ]
+    [second] = ended(sim_control, a)
+    assert second["outcome"] == "completed"
+    sent = second["body"]
+    assert sent["system"] == MARKED_SYSTEM
+    assert sent["messages"][0] == {"role": "user", "content": MARKED_USER}
+    assert sent["messages"][2] == {
+        "role": "user",
+        "content": [
+            {
+                "type": "tool_result",
+                "tool_use_id": "toolu_1",
+                "content": [{"type": "text", "text": "sunny", "cache_control": EPH}],
+            }
+        ],
+    }
+    assert sent["tools"][0]["cache_control"] == EPH
+
 
 
 def test_simulator_anthropic_wire_satisfies_the_official_sdk(sim: SimServer, sim_control: SimControl) -> None:

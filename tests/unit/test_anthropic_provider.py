@@ -3,8 +3,10 @@ and the provider's I/O behaviour against the simulator's Anthropic wire (timeout
 
 Golden files live in ``tests/golden/anthropic_upstream/``: ``request_*`` (a client chat request → the
 Anthropic body), ``stream_*`` (Anthropic SSE events → canonical chunks), ``message_*`` (a non-stream
-message → chunks). Each holds its input and the reviewed ``expected`` output. After an intended change
-run ``FREELLM_UPDATE_GOLDEN=1 pytest tests/unit/test_anthropic_provider.py`` and review the diff.
+message → chunks). Each holds its input and the reviewed ``expected`` output (request translations are
+compared byte for byte, key order included). After an intended change run
+``FREELLM_UPDATE_GOLDEN=1 pytest tests/unit/test_anthropic_provider.py`` and review the diff.
+``request_cache_control_*`` cover prompt-caching markers (kept on their blocks, at most 4).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+import orjson
 import pytest
 
 from freellm.config import ProviderConfig
@@ -28,6 +31,7 @@ from freellm.providers.anthropic_wire import (
     message_to_chunks,
     to_messages_request,
 )
+from freellm.providers.anthropic_wire.request import MAX_CACHE_BREAKPOINTS
 from freellm.providers.base import Timeouts
 from freellm.providers.registry import build_providers
 from freellm.sim.anthropic_wire import ANTHROPIC_WIRE
@@ -53,6 +57,7 @@ def test_request_translation_golden(path: Path) -> None:
     req = parse_chat_request(doc["client_request"])
     actual = to_messages_request(req.upstream_body(doc["model"], stream=doc["stream"]))
     check_golden(path, doc, actual)
+    assert orjson.dumps(actual) == orjson.dumps(doc["expected"]), "same keys, same order"
 
 
 @pytest.mark.parametrize("path", _golden("request"), ids=lambda p: p.stem)
@@ -87,6 +92,39 @@ def test_request_translation_does_not_touch_the_canonical_body() -> None:
     to_messages_request(body)
     assert json.dumps(body, sort_keys=True) == before
     assert req.upstream_body("m", stream=False) == body
+
+
+EPH = {"type": "ephemeral"}
+
+
+def _marked_chat(markers: int) -> dict[str, Any]:
+    """A chat request with ``markers`` marked user text parts, one per turn."""
+    messages: list[dict[str, Any]] = []
+    for i in range(markers):
+        messages.append({"role": "user", "content": [{"type": "text", "text": f"q{i}", "cache_control": EPH}]})
+        messages.append({"role": "assistant", "content": f"a{i}"})
+    return {"messages": [*messages, {"role": "user", "content": "last"}]}
+
+
+def _markers(anthropic_body: dict[str, Any]) -> list[str]:
+    return [
+        b["text"]
+        for m in anthropic_body["messages"]
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if "cache_control" in b
+    ]
+
+
+@pytest.mark.parametrize("markers", [0, 1, 4, 5, 9])
+def test_at_most_four_breakpoints_the_last_ones_kept(markers: int) -> None:
+    body = parse_chat_request(_marked_chat(markers)).upstream_body("m", stream=False)
+    before = orjson.dumps(body)
+    out = to_messages_request(body)
+    kept = max(0, markers - MAX_CACHE_BREAKPOINTS)
+    assert _markers(out) == [f"q{i}" for i in range(kept, markers)]
+    assert orjson.dumps(body) == before  # the canonical body (shared between attempts) is untouched
+    ANTHROPIC_WIRE.parse_request(out, {})
 
 
 def test_default_max_tokens_is_a_provider_setting() -> None:
@@ -482,6 +520,33 @@ def test_sim_error_envelopes() -> None:
                 ],
             },
             "must define tools",
+        ),
+        (
+            {
+                "model": "m",
+                "max_tokens": 5,
+                "system": [{"type": "text", "text": "s", "cache_control": EPH}],
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "text", "text": "a", "cache_control": EPH},
+                            {"type": "text", "text": "b", "cache_control": EPH},
+                            {"type": "text", "text": "c", "cache_control": EPH},
+                            {"type": "text", "text": "d", "cache_control": EPH},
+                        ],
+                    }
+                ],
+            },
+            "A maximum of 4 blocks with cache_control may be provided. Found 5.",
+        ),
+        (
+            {
+                "model": "m",
+                "max_tokens": 5,
+                "messages": [{"role": "user", "content": [{"type": "text", "text": "a", "cache_control": {}}]}],
+            },
+            "messages.0.content.0.cache_control.type: Input should be 'ephemeral'",
         ),
     ],
 )

@@ -1,6 +1,8 @@
 """The Anthropic Messages surface as pure translators (spec/surfaces.md §2).
 
-* request mapping: a table of Anthropic bodies and the canonical chat body each becomes,
+* request mapping: a table of Anthropic bodies and the canonical chat body each becomes; prompt-caching
+  markers (``cache_control``) on parts, with a golden baseline proving unmarked requests map exactly as
+  before (``tests/golden/anthropic_requests/``), and how marked parts reach each upstream kind,
 * validation: bad input is one 400 naming the Anthropic path,
 * model resolution: Claude names through the family map, never a 404,
 * the stream renderer: golden fixtures (``tests/golden/anthropic/*.json``) — canonical chunk batches in,
@@ -22,7 +24,12 @@ import pytest
 from freellm.engine.context import Attempt, TurnOutcome
 from freellm.engine.pump import PumpResult, ToolCall
 from freellm.errors import ClientError, Exhausted
+from freellm.providers.anthropic_wire.request import to_messages_request
+from freellm.providers.gemini_wire.request import to_gemini_request
+from freellm.providers.openai_compat import accepts_cache_control, without_cache_control
 from freellm.routing.catalog import Catalog
+from freellm.sim.anthropic_wire import ANTHROPIC_WIRE
+from freellm.sim.openai_wire import OPENAI_WIRE
 from freellm.surfaces.anthropic.mapping import (
     classify_family,
     resolve_model,
@@ -39,7 +46,7 @@ from freellm.surfaces.anthropic.render import (
     tool_input,
 )
 from freellm.surfaces.anthropic.wire import parse_messages_request
-from tests.unit.helpers import surface_catalog
+from tests.unit.helpers import check_golden, golden_files, surface_catalog
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "anthropic"
 USER = {"role": "user", "content": "hi"}
@@ -71,10 +78,10 @@ MAPPING: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
         {"system": "Be brief.", "max_tokens": 50, "messages": [USER]},
         {"messages": [{"role": "system", "content": "Be brief."}, USER], "max_tokens": 50},
     ),
-    "system blocks with cache_control joined by newline": (
+    "system blocks joined by newline": (
         {
             "system": [
-                {"type": "text", "text": "You are Claude Code.", "cache_control": {"type": "ephemeral"}},
+                {"type": "text", "text": "You are Claude Code."},
                 {"type": "text", "text": "Be careful."},
             ],
             "messages": [USER],
@@ -106,7 +113,7 @@ MAPPING: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
                 {
                     "role": "user",
                     "content": [
-                        {"type": "text", "text": "a", "cache_control": {"type": "ephemeral"}},
+                        {"type": "text", "text": "a"},
                         {"type": "text", "text": ""},
                         {"type": "search_result", "source": "x"},
                         {"type": "text", "text": "b"},
@@ -260,7 +267,6 @@ MAPPING: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
                     "name": "get_weather",
                     "description": "Weather",
                     "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}},
-                    "cache_control": {"type": "ephemeral"},
                 },
                 {"name": "noop"},
                 {"type": "custom", "name": "c", "input_schema": {"type": "object"}},
@@ -394,7 +400,6 @@ def test_text_documents_are_inlined_in_a_fence_with_the_turn_text() -> None:
                             "type": "document",
                             "title": 'My "notes"\n<v2>',
                             "source": {"type": "text", "media_type": "text/plain", "data": "line one"},
-                            "cache_control": {"type": "ephemeral"},
                         },
                         {"type": "text", "text": "Summarise."},
                         {
@@ -427,6 +432,356 @@ def test_document_fence_is_content_derived_and_never_in_the_body() -> None:
     digest = "0123456789abcdef" * 4
     assert documents.fence_tag("plain", digest) == "document-0123456789ab"
     assert documents.fence_tag("quoting </document-0123456789ab> inside", digest) == "document-123456789abc"
+
+
+# ---- prompt-caching markers (cache_control) --------------------------------------------------------
+
+GOLDEN_REQUESTS = GOLDEN.parent / "anthropic_requests"
+EPH = {"type": "ephemeral"}
+HOUR = {"type": "ephemeral", "ttl": "1h"}
+
+
+def text(t: str, marker: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"type": "text", "text": t} | ({"cache_control": marker} if marker else {})
+
+
+def test_unmarked_requests_map_byte_identically_to_before() -> None:
+    """The baseline was recorded before markers were carried: without a marker nothing changed, key
+    order included."""
+    doc = json.loads((GOLDEN_REQUESTS / "unmarked_baseline.json").read_text())
+    assert len(doc["cases"]) >= len([n for n in MAPPING if "cache" not in n])
+    for case in doc["cases"]:
+        assert "cache_control" not in json.dumps(case["request"]), case["name"]
+        assert orjson.dumps(chat(case["request"])) == orjson.dumps(case["expected"]), case["name"]
+
+
+def documents_text(data: str) -> str:
+    from freellm.surfaces.anthropic import documents
+    from freellm.surfaces.anthropic.wire import DocumentBlock
+
+    out = documents.document_text(DocumentBlock(type="document", source={"type": "text", "data": data}))
+    assert out is not None
+    return out
+
+
+MARKED: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {
+    "marked system blocks become parts; the system string and hoisted system messages join them": (
+        {
+            "system": [text("You are Claude Code.", EPH), text("Be careful.")],
+            "messages": [
+                USER,
+                {"role": "system", "content": [text("reminder"), text("", EPH), text("tail", HOUR)]},
+                {"role": "system", "content": "plain"},
+            ],
+        },
+        [
+            {
+                "role": "system",
+                "content": [
+                    text("You are Claude Code.", EPH),
+                    text("Be careful."),
+                    text("reminder"),
+                    text("tail", HOUR),
+                    text("plain"),
+                ],
+            },
+            USER,
+        ],
+    ),
+    "a marked block in a later system message makes the whole hoisted system parts": (
+        {"system": "top", "messages": [USER, {"role": "system", "content": [text("late", EPH)]}]},
+        [{"role": "system", "content": [text("top"), text("late", EPH)]}, USER],
+    ),
+    "user text blocks keep their boundaries and marker; empty and unknown blocks still dropped": (
+        {
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        text("<system-reminder>ctx</system-reminder>"),
+                        text(""),
+                        {"type": "search_result", "source": "x"},
+                        text("list files", EPH),
+                    ],
+                }
+            ]
+        },
+        [{"role": "user", "content": [text("<system-reminder>ctx</system-reminder>"), text("list files", EPH)]}],
+    ),
+    "a marked image keeps its marker on the image part": (
+        {
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "image",
+                            "source": {"type": "url", "url": "https://x.test/a.jpg"},
+                            "cache_control": EPH,
+                        },
+                        text("what is this?"),
+                    ],
+                }
+            ]
+        },
+        [
+            {
+                "role": "user",
+                "content": [
+                    {"type": "image_url", "image_url": {"url": "https://x.test/a.jpg"}, "cache_control": EPH},
+                    text("what is this?"),
+                ],
+            }
+        ],
+    ),
+    "assistant text parts and a marked tool_use (marker on the tool call)": (
+        {
+            "messages": [
+                USER,
+                {
+                    "role": "assistant",
+                    "content": [
+                        text("Checking."),
+                        text("Now.", EPH),
+                        {"type": "tool_use", "id": "t1", "name": "f", "input": {}, "cache_control": EPH},
+                    ],
+                },
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]},
+            ],
+            "tools": [{"name": "f"}],
+        },
+        [
+            USER,
+            {
+                "role": "assistant",
+                "content": [text("Checking."), text("Now.", EPH)],
+                "tool_calls": [
+                    {
+                        "id": "t1",
+                        "type": "function",
+                        "function": {"name": "f", "arguments": "{}"},
+                        "cache_control": EPH,
+                    }
+                ],
+            },
+            {"role": "tool", "tool_call_id": "t1", "content": "ok"},
+        ],
+    ),
+    "tool_result markers: on the block (last part), inside it, with is_error, with nothing to mark": (
+        {
+            "messages": [
+                USER,
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "tool_use", "id": f"t{i}", "name": "f", "input": {}} for i in range(1, 6)
+                    ],
+                },
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": "t1", "content": "18C", "cache_control": EPH},
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": "t2",
+                            "content": [
+                                text("a", HOUR),
+                                {"type": "image", "source": {"type": "url", "url": "https://x.test/r.png"}},
+                                text("b"),
+                            ],
+                            "cache_control": EPH,
+                        },
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": "t3",
+                            "content": [text("x"), text("boom", EPH)],
+                            "is_error": True,
+                        },
+                        {"type": "tool_result", "tool_use_id": "t4", "content": {"ok": True}, "cache_control": EPH},
+                        {"type": "tool_result", "tool_use_id": "t5", "content": "", "cache_control": EPH},
+                        text("next", EPH),
+                    ],
+                },
+            ],
+            "tools": [{"name": "f"}],
+        },
+        [
+            USER,
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {"id": f"t{i}", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                    for i in range(1, 6)
+                ],
+            },
+            {"role": "tool", "tool_call_id": "t1", "content": [text("18C", EPH)]},
+            {"role": "tool", "tool_call_id": "t2", "content": [text("a", HOUR), text("b", EPH)]},
+            {"role": "tool", "tool_call_id": "t3", "content": [text("Error: x"), text("boom", EPH)]},
+            {"role": "tool", "tool_call_id": "t4", "content": [text('{"ok":true}', EPH)]},
+            {"role": "tool", "tool_call_id": "t5", "content": ""},  # nothing to cache: marker dropped
+            {"role": "user", "content": [text("next", EPH)]},
+        ],
+    ),
+    "a marked text document is one marked part": (
+        {
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "document", "source": {"type": "text", "data": "abc"}, "cache_control": EPH},
+                        text("Summarise."),
+                    ],
+                }
+            ]
+        },
+        [
+            {
+                "role": "user",
+                "content": [
+                    text(documents_text("abc"), EPH),
+                    text("Summarise."),
+                ],
+            }
+        ],
+    ),
+    "a cache_control that is not an object is no marker": (
+        {"system": [{"type": "text", "text": "s", "cache_control": "yes"}], "messages": [USER]},
+        [{"role": "system", "content": "s"}, USER],
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(MARKED))
+def test_markers_ride_on_the_parts_they_were_set_on(name: str) -> None:
+    anthropic_body, expected = MARKED[name]
+    assert chat(anthropic_body)["messages"] == expected
+    to_chat_request(parse_messages_request(anthropic_body), "auto")  # a valid canonical request
+
+
+def test_tool_markers_kept_and_dropped_with_server_tools() -> None:
+    out = chat(
+        {
+            "messages": [USER],
+            "tools": [
+                {"name": "a", "input_schema": {"type": "object"}},
+                {"name": "b", "input_schema": {"type": "object"}, "cache_control": EPH},
+                {"type": "web_search_20250305", "name": "web_search", "cache_control": EPH},
+            ],
+        }
+    )
+    assert out["tools"] == [
+        {"type": "function", "function": {"name": "a", "parameters": {"type": "object"}}},
+        {"type": "function", "function": {"name": "b", "parameters": {"type": "object"}}, "cache_control": EPH},
+    ]
+    req = to_chat_request(
+        parse_messages_request({"messages": [USER], "tools": [{"name": "b", "cache_control": EPH}]}), "auto"
+    )
+    assert req.upstream_body("m", stream=False)["tools"][0]["cache_control"] == EPH
+
+
+def test_count_tokens_counts_marked_parts_per_block() -> None:
+    req = to_chat_request(
+        parse_messages_request({"system": [text("abcd", EPH), text("efgh")], "messages": [USER]}), "auto"
+    )
+    assert req.text_token_estimate == 1 + 1 + 1  # ⌈4/4⌉ per system block + "hi"
+
+
+# ---- marked parts on every upstream kind -----------------------------------------------------------
+
+
+def _views(anthropic_body: dict[str, Any]) -> dict[str, Any]:
+    """One Anthropic request as each upstream kind would receive it."""
+    canonical = chat(anthropic_body, "claude-sonnet-4-5")
+    upstream = to_chat_request(parse_messages_request(anthropic_body), "auto").upstream_body(
+        "claude-sonnet-4-5", stream=True
+    )
+    return {
+        "canonical": canonical,
+        "anthropic_upstream": to_messages_request(upstream),
+        "openai_upstream": without_cache_control(upstream),
+        "gemini_upstream": to_gemini_request(upstream),
+    }
+
+
+@pytest.mark.parametrize("path", golden_files(GOLDEN_REQUESTS, "marked"), ids=lambda p: p.stem)
+def test_marked_request_on_every_upstream_kind_golden(path: Path) -> None:
+    doc = json.loads(path.read_text())
+    actual = _views(doc["request"])
+    check_golden(path, doc, actual)
+    # Anthropic: the markers arrive on the blocks; the simulator checks the request as Anthropic does.
+    ANTHROPIC_WIRE.parse_request(actual["anthropic_upstream"], {})
+    # OpenAI-compatible (not OpenRouter): no marker anywhere, strings where the surface sends strings.
+    assert "cache_control" not in json.dumps(actual["openai_upstream"])
+    OPENAI_WIRE.parse_request(actual["openai_upstream"], {})
+    # Gemini: no marker either (its translator keeps only the text).
+    assert "cache_control" not in json.dumps(actual["gemini_upstream"])
+
+
+def test_openai_upstream_sees_the_unmarked_strings() -> None:
+    """Stripping the markers of a marked request gives the body the same request without markers maps
+    to (but for the separator between hoisted system sources: one newline instead of a blank line)."""
+    marked = {
+        "system": [text("S1", EPH), text("S2")],
+        "messages": [
+            {"role": "user", "content": [text("a"), text("b", EPH)]},
+            {"role": "assistant", "content": [text("c", EPH)]},
+            {"role": "user", "content": "d"},
+        ],
+        "tools": [{"name": "f", "cache_control": EPH}],
+    }
+    unmarked = json.loads(json.dumps(marked).replace(', "cache_control": {"type": "ephemeral"}', ""))
+    assert "cache_control" not in json.dumps(unmarked)
+    strip = to_chat_request(parse_messages_request(marked), "auto").upstream_body("m", stream=False)
+    plain = to_chat_request(parse_messages_request(unmarked), "auto").upstream_body("m", stream=False)
+    assert orjson.dumps(without_cache_control(strip)) == orjson.dumps(plain)
+
+
+def test_without_cache_control_never_touches_its_input() -> None:
+    body: dict[str, Any] = {
+        "model": "m",
+        "messages": [
+            {"role": "system", "content": [text("s", EPH)], "cache_control": EPH},
+            {"role": "user", "content": [text("q"), {"type": "image_url", "image_url": {"url": "u"}, "cache_control": EPH}]},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f"}, "cache_control": EPH}],
+            },
+            {"role": "tool", "tool_call_id": "c", "content": [text("r", EPH)]},
+            {"role": "user", "content": [text("plain list")]},
+        ],
+        "tools": [{"type": "function", "function": {"name": "f"}, "cache_control": EPH}],
+    }
+    before = copy.deepcopy(body)
+    out = without_cache_control(body)
+    assert body == before
+    assert out["messages"] == [
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": [text("q"), {"type": "image_url", "image_url": {"url": "u"}}]},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f"}}]},
+        {"role": "tool", "tool_call_id": "c", "content": "r"},
+        {"role": "user", "content": [text("plain list")]},  # unmarked lists are left as the client sent them
+    ]
+    assert out["messages"][4] is body["messages"][4]
+    assert out["tools"] == [{"type": "function", "function": {"name": "f"}}]
+    unmarked = {"model": "m", "messages": [{"role": "user", "content": [text("x")]}]}
+    assert without_cache_control(unmarked) is unmarked
+
+
+@pytest.mark.parametrize(
+    ("base_url", "keeps"),
+    [
+        ("https://openrouter.ai/api/v1", True),
+        ("https://eu.openrouter.ai/api/v1", True),
+        ("https://api.groq.com/openai/v1", False),
+        ("http://127.0.0.1:9101/alpha/v1", False),
+        ("https://openrouter.ai.evil.test/v1", False),
+        ("https://notopenrouter.ai/v1", False),
+    ],
+)
+def test_only_openrouter_gets_the_markers(base_url: str, keeps: bool) -> None:
+    assert accepts_cache_control(base_url) is keeps
 
 
 def test_stop_sequences_capped_at_four() -> None:

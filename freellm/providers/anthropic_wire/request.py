@@ -7,7 +7,12 @@ accepts: Anthropic rejects unknown fields, so only what has a Messages equivalen
 Decisions (also in ``docs/providers.md``):
 
 * **system**: every system message (wherever it sits) becomes top-level ``system``, in order — a plain
-  string for one text, text blocks otherwise (``cache_control`` on parts is kept).
+  string for one unmarked text, text blocks otherwise.
+* **prompt caching**: a ``cache_control`` on a text or image part, on a tool call or on a tool is kept
+  on the block or tool it becomes (parts of a ``tool`` message: on the blocks inside the
+  ``tool_result``). Anthropic accepts at most :data:`MAX_CACHE_BREAKPOINTS` per request (a 400
+  otherwise): beyond that only the last ones, in Anthropic's prefix order (tools, system, messages),
+  are kept.
 * **turns**: user/assistant alternate; consecutive same-role turns are merged; ``tool`` messages become
   ``tool_result`` blocks in a user turn, always placed before that turn's other blocks. A conversation
   that opens with an assistant turn gets a ``"."`` user turn first; one with no turns at all sends the
@@ -49,7 +54,13 @@ from typing import Any, Final
 
 import orjson
 
-__all__ = ["ANTHROPIC_VERSION", "DEFAULT_MAX_TOKENS", "THINKING_BUDGETS", "to_messages_request"]
+__all__ = [
+    "ANTHROPIC_VERSION",
+    "DEFAULT_MAX_TOKENS",
+    "MAX_CACHE_BREAKPOINTS",
+    "THINKING_BUDGETS",
+    "to_messages_request",
+]
 
 ANTHROPIC_VERSION: Final = "2023-06-01"
 DEFAULT_MAX_TOKENS: Final = 4096
@@ -63,6 +74,10 @@ THINKING_BUDGETS: Final[dict[str, int]] = {
 }
 """``reasoning_effort`` → ``thinking.budget_tokens``; inverse of the inbound surface's budget bands
 (< 4096 low, < 16384 medium, else high)."""
+
+MAX_CACHE_BREAKPOINTS: Final = 4
+"""Anthropic's limit of blocks carrying ``cache_control`` in one request ("A maximum of 4 blocks with
+cache_control may be provided")."""
 
 OPENING_USER_TEXT: Final = "."
 """The user turn put before a conversation that opens with an assistant turn."""
@@ -107,6 +122,7 @@ def to_messages_request(
     elif turns[0]["role"] != "user":
         turns.insert(0, {"role": "user", "content": [{"type": "text", "text": OPENING_USER_TEXT}]})
     _strip_final_assistant(turns)
+    _limit_cache_breakpoints(tools, system, turns)
 
     out: dict[str, Any] = {"model": body.get("model")}
     if system:
@@ -261,12 +277,13 @@ def _tool_use(call: Any) -> Block | None:
     name = fn.get("name")
     if not isinstance(name, str) or not name:
         return None
-    return {
+    block: Block = {
         "type": "tool_use",
         "id": safe_id(call.get("id")),
         "name": name,
         "input": _tool_input(fn.get("arguments")),
     }
+    return _with_cache_control(block, call)
 
 
 def _tool_input(arguments: Any) -> dict[str, Any]:
@@ -381,6 +398,29 @@ def _system_value(blocks: list[Block]) -> str | list[Block]:
         text: str = blocks[0]["text"]
         return text
     return blocks
+
+
+def _limit_cache_breakpoints(tools: list[Block], system: list[Block], turns: list[Turn]) -> None:
+    """Keep at most :data:`MAX_CACHE_BREAKPOINTS` ``cache_control`` markers (in place).
+
+    Anthropic refuses a request with more than 4 breakpoints (400 "A maximum of 4 blocks with
+    cache_control may be provided"). When a request carries more, the **last** 4 are kept, in the order
+    Anthropic builds its cache prefix (tools, then system, then messages, blocks inside a tool_result
+    included), and the earlier ones are dropped: a later breakpoint caches a longer prefix, and the
+    cache looks for hits a few blocks back from each breakpoint, so the last ones cover what the
+    earlier ones would (minus separate cache entries for the shorter prefixes).
+    """
+    marked: list[Block] = [t for t in tools if "cache_control" in t]
+    marked.extend(b for b in system if "cache_control" in b)
+    for turn in turns:
+        for block in turn["content"]:
+            inner = block.get("content") if block["type"] == "tool_result" else None
+            if isinstance(inner, list):
+                marked.extend(b for b in inner if "cache_control" in b)
+            if "cache_control" in block:
+                marked.append(block)
+    for block in marked[: max(0, len(marked) - MAX_CACHE_BREAKPOINTS)]:
+        del block["cache_control"]
 
 
 def _continues_tool_loop(turns: list[Turn]) -> bool:

@@ -1,17 +1,26 @@
 """Anthropic Messages request → canonical chat request (spec/surfaces.md §2 "Request → chat form").
 
-* ``system`` (string or text blocks, ``cache_control`` ignored) and every ``role: "system"`` message in
-  ``messages`` are hoisted, in order, into one leading system message (many free upstreams reject a
-  system message anywhere but first).
+* ``system`` (string or text blocks) and every ``role: "system"`` message in ``messages`` are hoisted,
+  in order, into one leading system message (many free upstreams reject a system message anywhere but
+  first): one string (blocks joined with ``\\n``, sources with a blank line).
 * A user turn becomes its ``tool`` messages first (one per ``tool_result``, in order), then one user
   message with the rest: text only → one string (blocks joined with ``\\n``); with images → parts in the
   client's order. Text documents are inlined as fenced text; PDF/URL/file documents are refused (400)
   before routing, with at most three distinct reasons and no payload echo.
 * An assistant turn becomes one message: text (or null) plus ``tool_calls`` from its ``tool_use``
   blocks. Thinking, redacted thinking and unknown blocks are dropped.
+* **Prompt-caching markers** (``cache_control``) ride on the canonical content part of the block they
+  were set on. A message (the hoisted system message, a user or assistant message, a tool result) in
+  which some block carries one gets a list of content parts instead of the joined string, one text part
+  per block (``{"type": "text", "text", "cache_control"}``), so block boundaries and markers survive; a
+  marker on a ``tool_result`` block goes on its last part, one on a ``tool_use`` block on its tool call.
+  Without any marker the output is exactly the strings above. The Anthropic upstream turns the parts
+  back into marked blocks; OpenAI-compatible upstreams other than OpenRouter get the strings back
+  (:mod:`freellm.providers.openai_compat`).
 * ``tools``: client tools (no ``type`` or ``custom``) become functions with ``input_schema`` as
-  parameters; server tools (``web_search_20250305``, computer use, bash…) are dropped. ``tool_choice``
-  auto/none/any→required/tool→named; ``disable_parallel_tool_use`` → ``parallel_tool_calls: false``.
+  parameters (a ``cache_control`` is kept on the tool); server tools (``web_search_20250305``, computer
+  use, bash…) are dropped. ``tool_choice`` auto/none/any→required/tool→named;
+  ``disable_parallel_tool_use`` → ``parallel_tool_calls: false``.
 * ``stop_sequences`` → ``stop`` (forwarded, unlike the reference), ``max_tokens`` (absent or ≤ 0 →
   1024), ``temperature``, ``top_p``, ``top_k``; ``thinking`` of any type → ``reasoning_effort`` (else
   ``output_config.effort``); ``output_config.format`` (JSON schema) → ``response_format``.
@@ -135,32 +144,41 @@ class _Translator:
             )
         raise invalid_request([f"{path}.source.type: Input should be 'base64' or 'url'"], path)
 
-    def blocks_text(self, path: str, blocks: list[Any]) -> str:
-        """Text of text blocks and inlined text documents (others dropped), joined with newlines."""
-        out: list[str] = []
+    def blocks_parts(self, path: str, blocks: list[Any]) -> list[dict[str, Any]]:
+        """Text parts (with their ``cache_control``) of text blocks and inlined text documents, in order;
+        other blocks dropped. ``"\\n".join`` of their texts is the blocks' joined text."""
+        out: list[dict[str, Any]] = []
         for i, b in enumerate(blocks):
             if isinstance(b, TextBlock):
                 if b.text:
-                    out.append(b.text)
+                    out.append(_text_part(b.text, b))
             elif isinstance(b, DocumentBlock):
                 text = document_text(b)
                 if text is None:
                     self.refuse_document(f"{path}.{i}", b)
                 else:
-                    out.append(text)
-        return "\n".join(out)
+                    out.append(_text_part(text, b))
+        return out
 
     def tool_result(self, path: str, block: ToolResultBlock) -> dict[str, Any]:
         content = block.content
+        parts: list[dict[str, Any]] | None = None
         if content is None:
             text = ""
         elif isinstance(content, str):
             text = content
         elif isinstance(content, list):
-            text = self.blocks_text(f"{path}.content", content)
+            parts = self.blocks_parts(f"{path}.content", content)
+            text = _joined(parts)
         else:
             text = orjson.dumps(content).decode()
-        if block.is_error and not text.lower().startswith("error"):
+        error_prefix = bool(block.is_error) and not text.lower().startswith("error")
+        marker = _cache_control(block)
+        if marker is not None or (parts is not None and _has_marker(parts)):
+            marked = _marked_result(text if parts is None else parts, error_prefix, marker)
+            if marked:
+                return {"role": "tool", "tool_call_id": block.tool_use_id, "content": marked}
+        if error_prefix:
             text = f"Error: {text}" if text else "Error"
         return {"role": "tool", "tool_call_id": block.tool_use_id, "content": text}
 
@@ -176,32 +194,32 @@ class _Translator:
                 tools.append(self.tool_result(bpath, b))
             elif isinstance(b, TextBlock):
                 if b.text:
-                    parts.append({"type": "text", "text": b.text})
+                    parts.append(_text_part(b.text, b))
             elif isinstance(b, ImageBlock):
-                parts.append(self.image_part(bpath, b))
+                parts.append(_with_marker(self.image_part(bpath, b), b))
                 has_image = True
             elif isinstance(b, DocumentBlock):
                 text = document_text(b)
                 if text is None:
                     self.refuse_document(bpath, b)
                 else:
-                    parts.append({"type": "text", "text": text})
+                    parts.append(_text_part(text, b))
         out = tools
-        if has_image:
+        if has_image or _has_marker(parts):
             out.append({"role": "user", "content": parts})
         elif parts:
-            out.append({"role": "user", "content": "\n".join(p["text"] for p in parts)})
+            out.append({"role": "user", "content": _joined(parts)})
         return out
 
     def assistant_turn(self, content: str | list[Block]) -> dict[str, Any] | None:
         if isinstance(content, str):
             return {"role": "assistant", "content": content}
-        texts: list[str] = []
+        texts: list[dict[str, Any]] = []
         calls: list[dict[str, Any]] = []
         for b in content:
             if isinstance(b, TextBlock):
                 if b.text:
-                    texts.append(b.text)
+                    texts.append(_text_part(b.text, b))
             elif isinstance(b, ToolUseBlock):
                 args = b.input if b.input is not None else {}
                 call: dict[str, Any] = {
@@ -214,17 +232,79 @@ class _Translator:
                     if isinstance(extra.get(key), str):
                         call["thought_signature"] = extra[key]
                         break
-                calls.append(call)
+                calls.append(_with_marker(call, b))
         if not texts and not calls:
             return None
-        msg: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) if texts else None}
+        body: str | list[dict[str, Any]] | None = None
+        if texts:
+            body = texts if _has_marker(texts) else _joined(texts)
+        msg: dict[str, Any] = {"role": "assistant", "content": body}
         if calls:
             msg["tool_calls"] = calls
         return msg
 
 
-def _system_text(content: str | list[Block], translator: _Translator, path: str) -> str:
-    return content if isinstance(content, str) else translator.blocks_text(path, content)
+def _cache_control(block: Any) -> dict[str, Any] | None:
+    """The block's ``cache_control`` marker (an object), if it has one."""
+    extra = block.model_extra
+    marker = extra.get("cache_control") if extra else None
+    return marker if isinstance(marker, dict) else None
+
+
+def _with_marker(target: dict[str, Any], block: Any) -> dict[str, Any]:
+    """``target`` with the ``cache_control`` of ``block`` set on it (when it has one)."""
+    marker = _cache_control(block)
+    if marker is not None:
+        target["cache_control"] = marker
+    return target
+
+
+def _text_part(text: str, block: Any) -> dict[str, Any]:
+    return _with_marker({"type": "text", "text": text}, block)
+
+
+def _has_marker(parts: list[dict[str, Any]]) -> bool:
+    return any("cache_control" in p for p in parts)
+
+
+def _joined(parts: list[dict[str, Any]]) -> str:
+    return "\n".join(p["text"] for p in parts)
+
+
+def _marked_result(
+    content: str | list[dict[str, Any]], error_prefix: bool, marker: dict[str, Any] | None
+) -> list[dict[str, Any]]:
+    """A marked tool result's text parts: the block's own marker on the last part (unless that part has
+    one), ``Error: `` before the first when ``is_error``; empty when there is no text to mark."""
+    parts: list[dict[str, Any]]
+    if isinstance(content, str):
+        parts = [{"type": "text", "text": content}] if content else []
+    else:
+        parts = [dict(p) for p in content if p["text"]]
+    if error_prefix:
+        if parts:
+            parts[0]["text"] = f"Error: {parts[0]['text']}"
+        else:
+            parts = [{"type": "text", "text": "Error"}]
+    if marker is not None and parts and "cache_control" not in parts[-1]:
+        parts[-1]["cache_control"] = marker
+    return parts if _has_marker(parts) else []
+
+
+def _system_parts(content: str | list[Block], translator: _Translator, path: str) -> list[dict[str, Any]]:
+    """One system source as text parts (a string is one unmarked part); empty when it has no text."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}] if content else []
+    parts = translator.blocks_parts(path, content)
+    return parts if _joined(parts) else []
+
+
+def _system_content(sources: list[list[dict[str, Any]]]) -> str | list[dict[str, Any]]:
+    """The hoisted system message's content: each source's blocks joined with a newline and sources with
+    a blank line, or, when some block carries a ``cache_control``, every non-empty block as a part."""
+    if any(_has_marker(parts) for parts in sources):
+        return [p for parts in sources for p in parts if p["text"]]
+    return "\n\n".join(_joined(parts) for parts in sources)
 
 
 def _tools(req: MessagesRequest) -> list[dict[str, Any]]:
@@ -240,7 +320,7 @@ def _tools(req: MessagesRequest) -> list[dict[str, Any]]:
         }
         if tool.description:
             fn["description"] = tool.description
-        out.append({"type": "function", "function": fn})
+        out.append(_with_marker({"type": "function", "function": fn}, tool))
     return out
 
 
@@ -258,18 +338,18 @@ def _tool_choice(req: MessagesRequest, names: set[str]) -> str | dict[str, Any] 
 def to_chat_body(req: MessagesRequest, model: str) -> dict[str, Any]:
     """The canonical chat body for a validated Anthropic request (raises ClientError for documents)."""
     tr = _Translator()
-    system: list[str] = []
+    system: list[list[dict[str, Any]]] = []  # the text parts of each system source, in order
     if req.system is not None:
-        text = _system_text(req.system, tr, "system")
-        if text:
-            system.append(text)
+        parts = _system_parts(req.system, tr, "system")
+        if parts:
+            system.append(parts)
     messages: list[dict[str, Any]] = []
     for i, m in enumerate(req.messages):
         path = f"messages.{i}.content"
         if m.role == "system":
-            text = _system_text(m.content, tr, path)
-            if text:
-                system.append(text)
+            parts = _system_parts(m.content, tr, path)
+            if parts:
+                system.append(parts)
         elif m.role == "user":
             messages.extend(tr.user_turn(path, m.content))
         else:
@@ -282,7 +362,7 @@ def to_chat_body(req: MessagesRequest, model: str) -> dict[str, Any]:
     if not messages:
         raise invalid_request(["messages: at least one user or assistant message must have content"], "messages")
     if system:
-        messages.insert(0, {"role": "system", "content": "\n\n".join(system)})
+        messages.insert(0, {"role": "system", "content": _system_content(system)})
 
     body: dict[str, Any] = {
         "model": model,
