@@ -224,6 +224,9 @@ class CacheConfig(_Model):
     """A request whose temperature is above this is never served from or stored in the cache."""
     stream_max_bytes: int = Field(default=2_097_152, ge=0)
     """A stream longer than this is served but not stored (its frames are dropped once past it)."""
+    max_bytes: int = Field(default=268_435_456, ge=0)
+    """Memory bound on everything cached (bodies and streams): the LRU evicts past it as past
+    ``max_entries``."""
 
 
 CompressionMode = Literal["off", "lossless", "standard", "aggressive"]

@@ -13,17 +13,63 @@ if TYPE_CHECKING:
     from freellm.providers.base import Provider
     from freellm.routing.catalog import ModelRoute
 
-__all__ = ["Attempt", "RequestContext", "Sink", "TurnOutcome"]
+__all__ = ["Attempt", "CompressionReport", "RequestContext", "Sink", "TurnOutcome"]
+
+
+@dataclass(frozen=True, slots=True)
+class CompressionReport:
+    """What the compression stage did to a request it looked at (the ``X-FreeLLM-Compress`` header)."""
+
+    mode: str
+    """The effective mode, ``off`` when the request's header turned compression off."""
+    saved_tokens: int
+    fingerprint: str
+    """Mode + configuration: part of the cache key, so two compression settings never share an entry."""
+
+    @property
+    def header(self) -> str:
+        return f"{self.mode}; saved~={self.saved_tokens}"
 
 
 @dataclass(slots=True)
 class RequestContext:
+    """One request's typed state: who is asking and how (set by the surface and the edge), and what the
+    pre-routing pipeline decided (set by its stages)."""
+
     request_id: str
     surface: str
     started: float
     """``loop.time()`` when the request arrived."""
     started_wall: float
     """Epoch seconds when the request arrived (for logs)."""
+    # -- inputs: the surface's choices and the request's own pipeline headers --------------------------
+    cache_variant: str | None = None
+    """What, besides the canonical request, changes this surface's bytes (the echoed model name, a
+    framing). None: this request is never cached (e.g. a stored Responses API response)."""
+    compressible: bool = False
+    """The surface lets the compression stage rewrite the outbound messages."""
+    cache_header: str | None = None
+    """``X-FreeLLM-Cache`` as sent."""
+    cache_control: str | None = None
+    """``Cache-Control`` as sent."""
+    compress_header: str | None = None
+    """``X-FreeLLM-Compress`` as sent."""
+    # -- outputs of the pipeline ------------------------------------------------------------------------
+    compression: CompressionReport | None = None
+    """Set when compression looked at the request."""
+    cache_status: str | None = None
+    """``HIT`` | ``MISS`` | ``BYPASS`` when the cache took part, else None (no header)."""
+    cache_key: str | None = None
+    """Set on a miss: where a complete answer is stored."""
+
+    def pipeline_headers(self) -> dict[str, str]:
+        """``X-FreeLLM-Compress`` and ``X-FreeLLM-Cache`` for every response to this request."""
+        headers: dict[str, str] = {}
+        if self.compression is not None:
+            headers["X-FreeLLM-Compress"] = self.compression.header
+        if self.cache_status is not None:
+            headers["X-FreeLLM-Cache"] = self.cache_status
+        return headers
 
 
 @dataclass(slots=True)

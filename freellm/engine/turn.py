@@ -1,51 +1,44 @@
-"""One turn through the engine: plan the routes, apply the capability gates, run the fallback loop.
+"""One turn through the engine: the pre-routing pipeline, then the fallback loop.
 
-Every surface calls :func:`run_turn` with a canonical request and its own sink, so routing, retries
-and the pump are written once.
+Every surface calls :meth:`Engine.prepare` (compression, gates, cache lookup… — see
+:mod:`freellm.engine.pipeline`) and then :meth:`Engine.run_turn` with its own sink, so the pipeline,
+routing, retries and the pump are written once.
 """
 
 from __future__ import annotations
 
 from freellm.config import Settings
 from freellm.core.request import ChatRequest
-from freellm.core.tokens import routing_estimate
 from freellm.engine.context import Attempt, RequestContext, Sink, TurnOutcome
 from freellm.engine.driver import drive_attempt
 from freellm.engine.fallback import FallbackLoop
-from freellm.errors import ClientError
-from freellm.routing.router import Needs, Router
+from freellm.engine.pipeline import Draft, Pipeline, Replay
+from freellm.engine.pipeline.gates import plan_draft
+from freellm.routing.router import Router
 
 __all__ = ["Engine"]
 
 
 class Engine:
-    def __init__(self, settings: Settings, router: Router, loop: FallbackLoop) -> None:
+    def __init__(self, settings: Settings, router: Router, loop: FallbackLoop, pipeline: Pipeline) -> None:
         self.settings = settings
         self.router = router
         self.loop = loop
+        self.pipeline = pipeline
 
-    async def run_turn(self, ctx: RequestContext, req: ChatRequest, sink: Sink) -> TurnOutcome:
-        plan = self.router.plan(req.requested_model)
-        routing = self.settings.routing
-        needs = Needs(
-            estimate=routing_estimate(
-                req,
-                reserve_default=routing.output_reserve_default,
-                reserve_cap=routing.output_reserve_cap,
-                image_tokens=routing.image_token_estimate,
-            ),
-            tools=bool(req.tools),
-            vision=req.has_images,
-        )
-        if plan.routes:
-            if needs.vision and not any(r.vision for r in plan.routes):
-                raise ClientError(
-                    422, "No model in this route set accepts images.", code="no_vision_model", param="messages"
-                )
-            if needs.tools and not any(r.tools for r in plan.routes):
-                raise ClientError(422, "No model in this route set supports tools.", code="no_tools_model", param="tools")
+    async def prepare(self, ctx: RequestContext, req: ChatRequest) -> Draft | Replay:
+        """Run the pre-routing pipeline: the request to route, or a cached answer that ends the turn."""
+        return await self.pipeline.run(ctx, req)
+
+    async def run_turn(self, ctx: RequestContext, turn: Draft | ChatRequest, sink: Sink) -> TurnOutcome:
+        """Route and run the fallback loop. A bare request (no pipeline run) is planned and gated here."""
+        draft = turn if isinstance(turn, Draft) else Draft(turn)
+        if draft.plan is None or draft.needs is None:
+            draft = plan_draft(draft, self.settings, self.router)
+        assert draft.plan is not None and draft.needs is not None
+        req = draft.req
 
         async def attempt(a: Attempt) -> TurnOutcome:
             return await drive_attempt(a, req, sink, self.settings)
 
-        return await self.loop.run(ctx, plan, needs, attempt)
+        return await self.loop.run(ctx, draft.plan, draft.needs, attempt)

@@ -12,8 +12,11 @@ import aiohttp
 import platformdirs
 from aiohttp import web
 
+from freellm.cache.store import ResponseCache
+from freellm.compression import Compressor
 from freellm.config import Settings
 from freellm.engine.fallback import FallbackLoop
+from freellm.engine.pipeline.build import build_pipeline
 from freellm.engine.turn import Engine
 from freellm.providers.registry import build_providers
 from freellm.routing.catalog import Catalog
@@ -54,7 +57,11 @@ def create_app(
         catalog = Catalog(settings)
         providers = build_providers(settings.providers, session)
         router = Router(settings, catalog, providers, store)
-        engine = Engine(settings, router, FallbackLoop(settings, router, store))
+        cache = ResponseCache(settings.cache, store)
+        await cache.open()
+        compressor = Compressor(settings.compression, filters_dir=settings.compression.filters_dir or data_dir / "filters")
+        pipeline = build_pipeline(settings, router, compressor=compressor, cache=cache)
+        engine = Engine(settings, router, FallbackLoop(settings, router, store), pipeline)
         app[GATEWAY] = Gateway(
             settings=settings,
             data_dir=data_dir,
@@ -64,6 +71,9 @@ def create_app(
             router=router,
             engine=engine,
             client_keys=[k.encode() for k in keys],
+            admin_keys=[k.encode() for k in settings.auth.admin_keys],
+            cache=cache,
+            compressor=compressor,
             ip_limiter=IPRateLimiter(settings.server.ip_rate_limit_rpm),
         )
         try:

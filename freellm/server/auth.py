@@ -6,7 +6,7 @@ import hmac
 
 from aiohttp import web
 
-__all__ = ["extract_api_key", "key_matches"]
+__all__ = ["extract_admin_key", "extract_api_key", "key_matches"]
 
 
 def extract_api_key(request: web.Request) -> str | None:
@@ -17,6 +17,16 @@ def extract_api_key(request: web.Request) -> str | None:
         if scheme.lower() == "bearer" and token.strip():
             return token.strip()
     return request.headers.get("x-api-key") or request.headers.get("x-goog-api-key") or None
+
+
+def extract_admin_key(request: web.Request) -> str | None:
+    """Admin keys travel as ``Authorization: Bearer`` or ``x-api-key`` only."""
+    auth = request.headers.get("Authorization")
+    if auth:
+        scheme, _, token = auth.partition(" ")
+        if scheme.lower() == "bearer" and token.strip():
+            return token.strip()
+    return request.headers.get("x-api-key") or None
 
 
 def key_matches(candidate: str, keys: list[bytes]) -> bool:

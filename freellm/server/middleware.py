@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from freellm.errors import ClientError, Exhausted
-from freellm.server.auth import extract_api_key, key_matches
+from freellm.server.auth import extract_admin_key, extract_api_key, key_matches
 from freellm.server.errors import ErrorBody, error_response, error_style_for
 from freellm.server.state import BASE_HEADERS, GATEWAY, REQUEST_ID
 from freellm.surfaces.gemini_wire.clients import GEMINI_PREFIXES, is_gemini_client, query_key_allowed
@@ -70,6 +70,19 @@ def _error_style(request: web.Request) -> ErrorBody:
     return error_style_for(request.app, path)
 
 
+ADMIN_PREFIX = "/admin/"
+
+
+def _check_admin(request: web.Request, admin_keys: list[bytes], client_keys: list[bytes]) -> None:
+    """``/admin/...`` takes only an admin key (never a client key); with none configured the routes do
+    not exist — 404 whatever key is sent, so a scan learns nothing."""
+    if not admin_keys:
+        raise ClientError(404, "Not found.", code="not_found")
+    key = extract_admin_key(request)
+    if key is None or not key_matches(key, admin_keys) or key_matches(key, client_keys):
+        raise ClientError(401, "Invalid admin key", type="authentication_error", code="invalid_admin_key")
+
+
 @web.middleware
 async def edge_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     request_id = request.headers.get("X-Request-ID") or secrets.token_hex(16)
@@ -96,7 +109,9 @@ async def edge_middleware(request: web.Request, handler: Handler) -> web.StreamR
                         code="rate_limit_exceeded",
                         headers={"Retry-After": str(max(1, math.ceil(reset - time.time())))},
                     )
-        if path not in _PUBLIC_PATHS:
+        if path.startswith(ADMIN_PREFIX) or path == ADMIN_PREFIX[:-1]:
+            _check_admin(request, gw.admin_keys, gw.client_keys)
+        elif path not in _PUBLIC_PATHS:
             key = extract_api_key(request) or _query_key(request)
             if key is None or not key_matches(key, gw.client_keys):
                 raise ClientError(401, "Invalid API key", type="authentication_error", code="invalid_api_key")

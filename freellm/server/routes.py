@@ -7,6 +7,7 @@ from typing import Any
 
 from aiohttp import web
 
+from freellm import admin
 from freellm.core.request import parse_chat_request
 from freellm.server.body import read_json
 from freellm.server.state import BASE_HEADERS, GATEWAY
@@ -25,6 +26,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/v1/models", list_models)
     for surface in (anthropic_messages, openai_responses, openai_completions, gemini):
         surface.register(app)
+    admin.register(app)
 
 
 async def health(request: web.Request) -> web.Response:
@@ -39,7 +41,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
         surface="chat",
         renderer=ChatRenderer(),
         render_completion=chat_completion_body,
-        headers={"X-FreeLLM-Compress": "off; saved~=0", **({} if req.stream else {"X-FreeLLM-Cache": "OFF"})},
+        cache_variant="",
     )
 
 

@@ -18,11 +18,15 @@ from typing import Protocol
 
 from aiohttp import web
 
+from freellm.cache.recorder import StreamRecorder
 from freellm.core.chunks import Chunk
 from freellm.engine.context import Attempt
 from freellm.server.headers import routing_headers
 
-__all__ = ["CollectSink", "StreamRenderer", "StreamSink"]
+__all__ = ["STREAM_HEADERS", "CollectSink", "StreamRenderer", "StreamSink"]
+
+STREAM_HEADERS = {"Cache-Control": "no-cache", "Connection": "keep-alive", "X-Accel-Buffering": "no"}
+"""Sent with every stream (a cache replay included): no proxy buffering or caching of the frames."""
 
 
 class StreamRenderer(Protocol):
@@ -39,9 +43,18 @@ class StreamSink:
     streaming = True
 
     def __init__(
-        self, request: web.Request, renderer: StreamRenderer, base_headers: dict[str, str], *, detail_header: bool, header_max: int
+        self,
+        request: web.Request,
+        renderer: StreamRenderer,
+        base_headers: dict[str, str],
+        *,
+        detail_header: bool,
+        header_max: int,
+        recorder: StreamRecorder | None = None,
     ) -> None:
+        """``recorder``: only for a request the cache may store; it sees every byte written."""
         self._request = request
+        self._recorder = recorder
         self._renderer = renderer
         self._base_headers = base_headers
         self._detail = detail_header
@@ -53,9 +66,7 @@ class StreamSink:
         headers = {
             **self._base_headers,
             "Content-Type": self._renderer.content_type,
-            "Cache-Control": "no-cache",
-            "Connection": "keep-alive",
-            "X-Accel-Buffering": "no",
+            **STREAM_HEADERS,
             **routing_headers(attempt.route.label, attempt.trail, detail=self._detail, max_len=self._header_max),
         }
         response = web.StreamResponse(status=200, headers=headers)
@@ -66,15 +77,23 @@ class StreamSink:
 
     async def send(self, attempt: Attempt, chunks: list[Chunk]) -> None:
         response = self.response or await self._commit(attempt)
-        await _to_client(response.write(self._renderer.chunks(chunks)))
+        data = self._renderer.chunks(chunks)
+        if self._recorder is not None:
+            self._recorder.chunks(chunks, data)
+        await _to_client(response.write(data))
 
     async def fail(self, attempt: Attempt, message: str) -> None:
         response = self.response or await self._commit(attempt)
+        if self._recorder is not None:
+            self._recorder.fail()
         await _to_client(response.write(self._renderer.stream_error(attempt.route.provider, message)))
 
     async def end(self) -> None:
         if self.response is not None:
-            await _to_client(self.response.write(self._renderer.done()))
+            data = self._renderer.done()
+            await _to_client(self.response.write(data))
+            if self._recorder is not None:
+                self._recorder.end(data)
 
 
 async def _to_client(io: Awaitable[object]) -> None:

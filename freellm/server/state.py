@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 from aiohttp import web
 
+from freellm.cache.store import ResponseCache
+from freellm.compression import Compressor
 from freellm.config import Settings
 from freellm.engine.turn import Engine
 from freellm.routing.catalog import Catalog
@@ -33,6 +35,10 @@ class Gateway:
     engine: Engine
     client_keys: list[bytes]
     ip_limiter: IPRateLimiter
+    cache: ResponseCache
+    compressor: Compressor
+    admin_keys: list[bytes] = field(default_factory=list)
+    """``auth.admin_keys``: the only keys the ``/admin/`` routes accept (none: every one is a 404)."""
     shutting_down: bool = False
     turns: set[asyncio.Task[Any]] = field(default_factory=set)
     """Handler tasks running a turn, so a shutdown can end them when its grace runs out."""

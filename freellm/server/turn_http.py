@@ -1,9 +1,10 @@
 """Serve one canonical turn over HTTP — the part every surface's handler shares.
 
 A surface parses its wire into a :class:`ChatRequest`, then calls :func:`respond_turn` with a stream
-renderer (its frames) and a completion renderer (its non-stream body). This function picks the sink,
-runs the engine, sets the routing headers, writes the request-log row, and on shutdown ends a committed
-stream with an in-band error instead of a silent cut.
+renderer (its frames) and a completion renderer (its non-stream body). This function runs the
+pre-routing pipeline (a cache hit is replayed here and ends the turn), picks the sink, runs the engine,
+sets the routing and pipeline headers, stores a complete answer in the cache, writes the request-log
+row, and on shutdown ends a committed stream with an in-band error instead of a silent cut.
 """
 
 from __future__ import annotations
@@ -18,11 +19,14 @@ from typing import Any
 import orjson
 from aiohttp import web
 
+from freellm.cache.recorder import StreamRecorder
+from freellm.cache.store import CachedReply
 from freellm.core.request import ChatRequest
 from freellm.engine.context import RequestContext, TurnOutcome
+from freellm.engine.pipeline import Replay
 from freellm.errors import ClientError, Exhausted
 from freellm.server.headers import routing_headers
-from freellm.server.sinks import CollectSink, StreamRenderer, StreamSink
+from freellm.server.sinks import STREAM_HEADERS, CollectSink, StreamRenderer, StreamSink
 from freellm.server.state import BASE_HEADERS, GATEWAY, REQUEST_ID, Gateway
 from freellm.store.base import RequestLogRow
 
@@ -34,12 +38,20 @@ CompletionRenderer = Callable[[TurnOutcome], dict[str, Any]]
 OnComplete = Callable[[TurnOutcome], Awaitable[None]]
 
 
-def new_context(request: web.Request, surface: str) -> RequestContext:
+def new_context(
+    request: web.Request, surface: str, *, cache_variant: str | None = None, compressible: bool = False
+) -> RequestContext:
+    headers = request.headers
     return RequestContext(
         request_id=request[REQUEST_ID],
         surface=surface,
         started=asyncio.get_running_loop().time(),
         started_wall=time.time(),
+        cache_variant=cache_variant,
+        compressible=compressible,
+        cache_header=headers.get("X-FreeLLM-Cache"),
+        cache_control=headers.get("Cache-Control"),
+        compress_header=headers.get("X-FreeLLM-Compress"),
     )
 
 
@@ -52,12 +64,15 @@ async def respond_turn(
     render_completion: CompletionRenderer,
     headers: dict[str, str] | None = None,
     on_complete: OnComplete | None = None,
+    cache_variant: str | None = None,
+    compressible: bool = True,
 ) -> web.StreamResponse:
+    """``cache_variant``: what besides the canonical request changes this surface's bytes; None keeps
+    the request out of the cache. ``compressible``: the compression stage may rewrite the messages."""
     gw = request.app[GATEWAY]
-    ctx = new_context(request, surface)
+    ctx = new_context(request, surface, cache_variant=cache_variant, compressible=compressible)
     settings = gw.settings
     edge_headers: dict[str, str] = request[BASE_HEADERS]
-    base_headers = {**edge_headers, **(headers or {})}
     detail = settings.fallback.expose_detail_header
     header_max = settings.server.header_value_max
     outcome: TurnOutcome | None = None
@@ -67,13 +82,30 @@ async def respond_turn(
     if task is not None:
         gw.turns.add(task)
     try:
+        try:
+            prepared = await gw.engine.prepare(ctx, req)
+        finally:
+            # The edge renders refusals with these too (a 422 after compression still says so).
+            edge_headers.update(ctx.pipeline_headers())
+        base_headers = {**edge_headers, **(headers or {})}
+        if isinstance(prepared, Replay):
+            return await _replay(request, prepared.reply, base_headers)
+        req = prepared.req
         if req.stream:
-            sink = StreamSink(request, renderer, base_headers, detail_header=detail, header_max=header_max)
+            recorder = StreamRecorder(settings.cache.stream_max_bytes) if ctx.cache_key is not None else None
+            sink = StreamSink(
+                request, renderer, base_headers, detail_header=detail, header_max=header_max, recorder=recorder
+            )
             try:
-                outcome = await gw.engine.run_turn(ctx, req, sink)
+                outcome = await gw.engine.run_turn(ctx, prepared, sink)
                 if on_complete is not None and outcome.committed_error is None:
                     await on_complete(outcome)
+                if recorder is not None:
+                    await _store_stream(gw, ctx, recorder, renderer.content_type, outcome)
             except asyncio.CancelledError:
+                if recorder is not None:
+                    # The terminator may have been written before the client left: then it is complete.
+                    await _store_stream(gw, ctx, recorder, renderer.content_type, outcome)
                 if sink.response is None or not gw.claim_interrupt(task):
                     raise
                 if outcome is None:  # the shutdown grace ran out mid-stream: end it in-band, never cut it
@@ -84,15 +116,24 @@ async def respond_turn(
                 return sink.response
             assert sink.response is not None
             return sink.response
-        outcome = await gw.engine.run_turn(ctx, req, CollectSink())
-        body = render_completion(outcome)
+        outcome = await gw.engine.run_turn(ctx, prepared, CollectSink())
+        body = orjson.dumps(render_completion(outcome))
         if on_complete is not None:
             await on_complete(outcome)
+        if ctx.cache_key is not None and outcome.result.finish_reason != "length":
+            await gw.cache.put(
+                ctx.cache_key,
+                "json",
+                body,
+                content_type=_JSON,
+                tokens=outcome.tokens_in + outcome.tokens_out,
+                route=outcome.attempt.route.label,
+            )
         reply_headers = {
             **base_headers,
             **routing_headers(outcome.attempt.route.label, outcome.trail, detail=detail, max_len=header_max),
         }
-        return web.Response(body=orjson.dumps(body), content_type="application/json", headers=reply_headers)
+        return web.Response(body=body, content_type=_JSON, headers=reply_headers)
     except (ClientError, Exhausted) as exc:
         status, error = exc.status, exc
         raise
@@ -108,6 +149,43 @@ async def respond_turn(
         if task is not None:
             gw.turns.discard(task)
         await _log(gw, ctx, req, status, outcome, error)
+
+
+_JSON = "application/json"
+
+
+async def _replay(request: web.Request, reply: CachedReply, base_headers: dict[str, str]) -> web.StreamResponse:
+    """A cache hit: the stored bytes, verbatim — a JSON body, or the whole stream through its terminator."""
+    headers = {**base_headers, "X-Routed-Via": "cache"}
+    if reply.kind == "json":
+        return web.Response(body=reply.body, content_type=reply.content_type, headers=headers)
+    response = web.StreamResponse(
+        status=200, headers={**headers, "Content-Type": reply.content_type, **STREAM_HEADERS}
+    )
+    await response.prepare(request)
+    with contextlib.suppress(ConnectionResetError):  # the client left: nothing else to do
+        await response.write(reply.body)
+    return response
+
+
+async def _store_stream(
+    gw: Gateway, ctx: RequestContext, recorder: StreamRecorder, content_type: str, outcome: TurnOutcome | None
+) -> None:
+    """Store a complete stream: terminated, no in-band error, not truncated, within the byte ceiling.
+    ``outcome`` is None when the client left after the terminator but before the engine returned."""
+    if ctx.cache_key is None or not recorder.storable:
+        return
+    if outcome is not None and outcome.committed_error is not None:
+        return
+    await gw.cache.put(
+        ctx.cache_key,
+        "stream",
+        recorder.payload(),
+        content_type=content_type,
+        tokens=outcome.tokens_in + outcome.tokens_out if outcome is not None else 0,
+        route=outcome.attempt.route.label if outcome is not None else "",
+    )
+    ctx.cache_key = None  # stored once, whichever path got here first
 
 
 def _shutting_down() -> ClientError:
@@ -136,7 +214,7 @@ async def _log(
         ts=ctx.started_wall,
         surface=ctx.surface,
         requested_model=req.requested_model,
-        route=outcome.attempt.route.label if outcome is not None else None,
+        route=outcome.attempt.route.label if outcome is not None else ("cache" if ctx.cache_status == "HIT" else None),
         status=status,
         stream=req.stream,
         attempts=len(trail) + (1 if outcome is not None else 0),
@@ -146,6 +224,7 @@ async def _log(
         tokens_out=outcome.tokens_out if outcome is not None else 0,
         error_class=trail[-1].error_class if trail and result != "success" else None,
         outcome=result,
+        extra=ctx.pipeline_headers() if ctx.cache_status is not None or ctx.compression is not None else {},
     )
     try:
         await gw.store.log_request(row)

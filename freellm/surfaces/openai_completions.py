@@ -385,6 +385,8 @@ async def completions(request: web.Request) -> web.StreamResponse:
         surface=SURFACE,
         renderer=CompletionsRenderer(include_usage=req.stream and req.include_usage, echo_prompt=echo),
         render_completion=lambda outcome: completion_body(outcome, echo_prompt=echo),
+        cache_variant="echo" if echo is not None else "",
+        compressible=False,  # the prompt is code around a cursor: rewriting it would change the completion
     )
 
 

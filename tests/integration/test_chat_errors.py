@@ -678,7 +678,8 @@ def test_success_headers(make_gateway: MakeGateway) -> None:
     assert resp.status_code == 200
     assert resp.headers["X-Request-ID"] == "abc-123"
     assert resp.headers["X-Routed-Via"] == f"{alpha}/model-x"
-    assert resp.headers["X-FreeLLM-Compress"] == "off; saved~=0"
+    # Compression and the cache are off by default: neither says anything.
+    assert "X-FreeLLM-Compress" not in resp.headers and "X-FreeLLM-Cache" not in resp.headers
     assert resp.headers["X-RateLimit-Limit"] == "100"
     assert "X-Fallback-Attempts" not in resp.headers and "X-Fallback-Trail" not in resp.headers
     body = resp.json()

@@ -48,6 +48,7 @@ async def messages(request: web.Request) -> web.StreamResponse:
         renderer=MessagesRenderer(echo, input_tokens=input_estimate, message_id=message_id),
         render_completion=render,
         headers={"request-id": request[REQUEST_ID]},
+        cache_variant=f"model={echo}",
     )
 
 

@@ -92,14 +92,23 @@ async def _generate(request: web.Request, model: str, *, stream: bool) -> web.St
             outcome, response_id=response_id, include_thoughts=thoughts, prompt_estimate=prompt_estimate
         )
 
+    sse = request.query.get("alt", "").lower() == "sse"
+    model_version = model or target
     renderer = GeminiStreamRenderer(
-        sse=request.query.get("alt", "").lower() == "sse",
-        model_version=model or target,
+        sse=sse,
+        model_version=model_version,
         response_id=response_id,
         include_thoughts=thoughts,
         prompt_estimate=prompt_estimate,
     )
-    return await respond_turn(request, req, surface="gemini", renderer=renderer, render_completion=render)
+    return await respond_turn(
+        request,
+        req,
+        surface="gemini",
+        renderer=renderer,
+        render_completion=render,
+        cache_variant=f"sse={sse};model={model_version};thoughts={thoughts}",
+    )
 
 
 async def _count_tokens(request: web.Request) -> web.Response:

@@ -110,6 +110,8 @@ async def create_response(request: web.Request) -> web.StreamResponse:
         renderer=renderer,
         render_completion=render_completion,
         on_complete=saver.wait,
+        # A stored response must get its own id: only `store: false` answers are cached.
+        cache_variant=None if parsed.store else _cache_variant(shell),
     )
 
 
@@ -163,6 +165,13 @@ class _Saver:
 def _log_failure(task: asyncio.Task[None]) -> None:
     if not task.cancelled() and task.exception() is not None:
         log.error("could not store response: %s", task.get_name(), exc_info=task.exception())
+
+
+def _cache_variant(shell: ResponseShell) -> str:
+    """What the response object echoes besides the canonical request (its instructions are in it)."""
+    return orjson.dumps(
+        [shell.model, shell.instructions, shell.previous_response_id, shell.echo], option=orjson.OPT_SORT_KEYS
+    ).decode()
 
 
 def _check_model(gw: Gateway, requested: str) -> None:

@@ -1,0 +1,18 @@
+"""The admin API under ``/admin/`` (JSON; admin keys only — the edge middleware enforces it).
+
+Every route reads or changes the same services the engine uses: one source of truth. Later issues add
+more routes under the same rule (``/api/`` stays free for the Ollama emulation).
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from freellm.admin import cache, compression
+
+__all__ = ["register"]
+
+
+def register(app: web.Application) -> None:
+    cache.register(app)
+    compression.register(app)

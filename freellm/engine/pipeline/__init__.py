@@ -1,0 +1,69 @@
+"""The pre-routing pipeline: the seed's request flow as one ordered list of small stages.
+
+```
+parse → compress → profile prompt → image shrink → estimate → gates (422) → budget (413)
+      → cache lookup ─(hit: replay, done)→ session → route → fallback loop
+```
+
+A stage is an async callable over the typed :class:`~freellm.engine.context.RequestContext` and the
+:class:`Draft` so far; it returns the draft to go on with (a stage that changes the request puts a new
+:class:`~freellm.core.request.ChatRequest` in it — never mutating the old one) or, for the cache, a
+:class:`Replay` that ends the turn. :func:`build_pipeline` lists the stages in order; a feature that is
+off is not in the list, so it costs nothing. What happens *after* a turn (cache store, request log) are
+hooks on the outcome in the server layer, never in the pump.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from freellm.core.request import ChatRequest
+from freellm.engine.context import RequestContext
+
+if TYPE_CHECKING:
+    from freellm.cache.store import CachedReply
+    from freellm.routing.router import Needs, Plan
+
+__all__ = ["Draft", "Pipeline", "Replay", "Stage"]
+
+
+@dataclass(slots=True)
+class Draft:
+    """The turn being prepared: the request as the stages left it, and (after the gates) its routes."""
+
+    req: ChatRequest
+    plan: Plan | None = None
+    needs: Needs | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """A cached answer that ends the turn: no routing, no upstream call, no quota."""
+
+    reply: CachedReply
+
+
+class Stage(Protocol):
+    name: str
+
+    async def __call__(self, ctx: RequestContext, draft: Draft) -> Draft | Replay: ...
+
+
+class Pipeline:
+    def __init__(self, stages: Sequence[Stage]) -> None:
+        self.stages = tuple(stages)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.stages)
+
+    async def run(self, ctx: RequestContext, req: ChatRequest) -> Draft | Replay:
+        draft = Draft(req)
+        for stage in self.stages:
+            result = await stage(ctx, draft)
+            if isinstance(result, Replay):
+                return result
+            draft = result
+        return draft
