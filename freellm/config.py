@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 __all__ = [
     "AuthConfig",
@@ -114,6 +114,12 @@ class AuthConfig(_Model):
     @classmethod
     def _drop_empty(cls, v: list[str]) -> list[str]:
         return [k for k in v if k.strip()]
+
+    @model_validator(mode="after")
+    def _admin_keys_are_not_client_keys(self) -> AuthConfig:
+        if set(self.api_keys) & set(self.admin_keys):
+            raise ValueError("a key cannot be both a client key (api_keys) and an admin key (admin_keys)")
+        return self
 
 
 class StorageConfig(_Model):

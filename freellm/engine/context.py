@@ -54,6 +54,8 @@ class RequestContext:
     """``Cache-Control`` as sent."""
     compress_header: str | None = None
     """``X-FreeLLM-Compress`` as sent."""
+    counting: bool = False
+    """A count-tokens request: compressed like a real one, but not counted in the compression stats."""
     # -- outputs of the pipeline ------------------------------------------------------------------------
     compression: CompressionReport | None = None
     """Set when compression looked at the request."""

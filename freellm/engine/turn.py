@@ -18,6 +18,8 @@ from freellm.routing.router import Router
 
 __all__ = ["Engine"]
 
+_COMPRESS_ONLY = frozenset({"compress"})
+
 
 class Engine:
     def __init__(self, settings: Settings, router: Router, loop: FallbackLoop, pipeline: Pipeline) -> None:
@@ -29,6 +31,12 @@ class Engine:
     async def prepare(self, ctx: RequestContext, req: ChatRequest) -> Draft | Replay:
         """Run the pre-routing pipeline: the request to route, or a cached answer that ends the turn."""
         return await self.pipeline.run(ctx, req)
+
+    async def compress_only(self, ctx: RequestContext, req: ChatRequest) -> ChatRequest:
+        """The request as compression would send it upstream (for the count-tokens routes)."""
+        draft = await self.pipeline.run(ctx, req, only=_COMPRESS_ONLY)
+        assert isinstance(draft, Draft)
+        return draft.req
 
     async def run_turn(self, ctx: RequestContext, turn: Draft | ChatRequest, sink: Sink) -> TurnOutcome:
         """Route and run the fallback loop. A bare request (no pipeline run) is planned and gated here."""

@@ -30,7 +30,7 @@ from freellm.server.sinks import STREAM_HEADERS, CollectSink, StreamRenderer, St
 from freellm.server.state import BASE_HEADERS, GATEWAY, REQUEST_ID, Gateway
 from freellm.store.base import RequestLogRow
 
-__all__ = ["new_context", "respond_turn"]
+__all__ = ["counted_request", "new_context", "respond_turn"]
 
 log = logging.getLogger("freellm.server")
 
@@ -53,6 +53,18 @@ def new_context(
         cache_control=headers.get("Cache-Control"),
         compress_header=headers.get("X-FreeLLM-Compress"),
     )
+
+
+async def counted_request(request: web.Request, req: ChatRequest, surface: str) -> ChatRequest:
+    """A count-tokens route's request after compression — what the count must reflect — with the
+    ``X-FreeLLM-Compress`` header set on the reply (nothing is recorded in the compression stats)."""
+    gw = request.app[GATEWAY]
+    ctx = new_context(request, surface, compressible=True)
+    ctx.counting = True
+    try:
+        return await gw.engine.compress_only(ctx, req)
+    finally:
+        request[BASE_HEADERS].update(ctx.pipeline_headers())
 
 
 async def respond_turn(

@@ -59,9 +59,15 @@ class Pipeline:
     def names(self) -> tuple[str, ...]:
         return tuple(s.name for s in self.stages)
 
-    async def run(self, ctx: RequestContext, req: ChatRequest) -> Draft | Replay:
+    async def run(
+        self, ctx: RequestContext, req: ChatRequest, *, only: frozenset[str] | None = None
+    ) -> Draft | Replay:
+        """Every stage in order, or only those named in ``only`` (count-tokens routes compress and
+        stop there: nothing is routed)."""
         draft = Draft(req)
         for stage in self.stages:
+            if only is not None and stage.name not in only:
+                continue
             result = await stage(ctx, draft)
             if isinstance(result, Replay):
                 return result

@@ -42,7 +42,9 @@ class CompressStage:
             return draft
         messages = [m.wire() for m in req.messages]
         compressor = self._compressor
-        outcome = compressor.compress(messages, mode=resolved.mode, target_tokens=resolved.target_tokens)
+        outcome = compressor.compress(
+            messages, mode=resolved.mode, target_tokens=resolved.target_tokens, record=not ctx.counting
+        )
         ctx.compression = CompressionReport(
             mode=resolved.mode, saved_tokens=outcome.saved_tokens, fingerprint=compressor.fingerprint(resolved.mode)
         )

@@ -15,7 +15,7 @@ from freellm.core.tokens import estimate_input_tokens
 from freellm.engine.context import TurnOutcome
 from freellm.server.body import read_json
 from freellm.server.state import BASE_HEADERS, GATEWAY, REQUEST_ID
-from freellm.server.turn_http import respond_turn
+from freellm.server.turn_http import counted_request, respond_turn
 from freellm.surfaces.anthropic.mapping import resolve_model, to_chat_request
 from freellm.surfaces.anthropic.render import MessagesRenderer, message_body, new_message_id
 from freellm.surfaces.anthropic.wire import parse_messages_request
@@ -55,7 +55,7 @@ async def messages(request: web.Request) -> web.StreamResponse:
 async def count_tokens(request: web.Request) -> web.Response:
     gw = request.app[GATEWAY]
     wire = parse_messages_request(await read_json(request))
-    req = to_chat_request(wire, "auto")
+    req = await counted_request(request, to_chat_request(wire, "auto"), "anthropic")
     tokens = estimate_input_tokens(req, image_tokens=gw.settings.routing.image_token_estimate)
     return web.json_response({"input_tokens": tokens}, headers=request[BASE_HEADERS])
 

@@ -24,7 +24,7 @@ from freellm.routing.catalog import Catalog
 from freellm.routing.family_map import is_routable
 from freellm.server.body import read_json
 from freellm.server.state import BASE_HEADERS, GATEWAY
-from freellm.server.turn_http import respond_turn
+from freellm.server.turn_http import counted_request, respond_turn
 from freellm.surfaces.gemini_wire.clients import is_gemini_client
 from freellm.surfaces.gemini_wire.mapping import (
     count_tokens as estimate_count_tokens,
@@ -40,7 +40,11 @@ from freellm.surfaces.gemini_wire.render import (
     generate_content_body,
     new_response_id,
 )
-from freellm.surfaces.gemini_wire.wire import parse_count_tokens_request, parse_generate_request
+from freellm.surfaces.gemini_wire.wire import (
+    GenerateContentRequest,
+    parse_count_tokens_request,
+    parse_generate_request,
+)
 
 __all__ = ["get_model", "list_models", "list_models_handler", "model_action"]
 
@@ -118,6 +122,13 @@ async def _count_tokens(request: web.Request) -> web.Response:
         total = estimate_count_tokens(inner.contents, inner)
     else:
         total = estimate_count_tokens(wire.contents or [])
+    if request.app[GATEWAY].settings.compression.mode != "off":
+        # Count what compression would send: Gemini's own figure, less what the compressor saves on
+        # the canonical form of the same contents.
+        generate = inner if inner is not None else GenerateContentRequest(contents=wire.contents or [])
+        canonical = to_chat_request(generate, "auto", stream=False, default_max_tokens=None)
+        compressed = await counted_request(request, canonical, "gemini")
+        total = max(0, total - (canonical.text_token_estimate - compressed.text_token_estimate))
     return web.json_response({"totalTokens": total}, headers=request[BASE_HEADERS])
 
 
