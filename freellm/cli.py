@@ -70,7 +70,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         settings.server.port = args.port
     if settings.storage.path is None:
         settings.storage.path = default_data_dir()
-    check_compression(settings, settings.storage.path)
+    check_compression(settings, settings.storage.path, args.config)
     keys, shown = resolve_client_keys(settings, settings.storage.path, os.environ)
     host, port = settings.server.host, settings.server.port
     routes = sum(len(p.models) for p in settings.providers if p.keys)
@@ -132,20 +132,23 @@ def cmd_demo(args: argparse.Namespace) -> int:
         return 0
 
 
-def check_compression(settings: Settings, data_dir: Path) -> None:
+def check_compression(settings: Settings, data_dir: Path, source: str | None) -> None:
     """Build the compressor once so a bad engine name or tunable is a start-up error (ConfigError), not
     a traceback from inside the server."""
     from freellm.compression import Compressor
 
     cfg = settings.compression
-    Compressor(cfg, filters_dir=cfg.filters_dir or data_dir / "filters")
+    try:
+        Compressor(cfg, filters_dir=cfg.filters_dir or data_dir / "filters")
+    except ConfigError as exc:
+        raise ConfigError(f"config {source or '(built-in defaults)'}: {exc}") from None
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
     from freellm.server.app import default_data_dir
 
     settings = load_settings(args.config)
-    check_compression(settings, settings.storage.path or default_data_dir())
+    check_compression(settings, settings.storage.path or default_data_dir(), args.config)
     keyed = [p.name for p in settings.providers if p.keys]
     print(f"ok: {len(settings.providers)} providers ({len(keyed)} with keys), chain of {len(settings.chain)}")
     return 0

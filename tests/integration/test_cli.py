@@ -449,6 +449,15 @@ BAD_CONFIGS = {
         "providers:\n  - {name: a, base_url: 'http://x/v1'}\n  - {name: a, base_url: 'http://y/v1'}\n",
         "duplicate provider name",
     ),
+    "unknown-compression-engine": ("compression:\n  mode: standard\n  engines: {squash: {}}\n", "squash"),
+    "bad-engine-tunable": (
+        "compression:\n  engines: {toolfilter: {max_lines: many}}\n",
+        "toolfilter",
+    ),
+    "admin-key-is-a-client-key": (
+        "auth: {api_keys: [same], admin_keys: [same]}\n",
+        "both a client key",
+    ),
 }
 
 
