@@ -14,9 +14,10 @@ from typing import Any
 import httpx2 as httpx
 import pytest
 
+from freellm.sim import SimServer
 from freellm.sim.control import SimControl
-from tests.harness import CLIENT_KEY, GatewayServer, unique
-from tests.integration.helpers import MODEL, MakeGateway, anthropic_sdk, received, sdk
+from tests.harness import CLIENT_KEY, BackgroundLoop, GatewayServer, unique
+from tests.integration.helpers import MODEL, MakeGateway, anthropic_sdk, mixed_gateways, received, sdk
 
 ADMIN_KEY = "sk-admin-compress"
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
@@ -258,3 +259,54 @@ def test_a_broken_custom_filter_file_is_reported_and_skipped(make_gateway: MakeG
     assert chat(gw).status_code == 200
     errors = httpx.get(f"{gw.base_url}/admin/compression/stats", headers=ADMIN).json()["filter_errors"]
     assert any("broken.json" in e for e in errors) and any("bad-regex.json" in e for e in errors)
+
+
+def pytest_log(failing: int) -> str:
+    lines = [f"tests/test_parser.py::test_case_{i} PASSED [{i // 3}%]" for i in range(300)]
+    lines[failing] = f"tests/test_parser.py::test_case_{failing} FAILED [{failing // 3}%]"
+    return "\n".join(lines) + "\nE   AssertionError: expected 3, got 4\n===== 1 failed, 299 passed in 4.20s ====="
+
+
+def test_lossy_engines_spare_the_cache_control_prefix(
+    servers_loop: BackgroundLoop, sim: SimServer, tmp_path: Path, sim_control: SimControl
+) -> None:
+    """An Anthropic client marks a cache breakpoint; a standard-mode toolfilter may shrink the test log
+    sent after it, never the one before it (the provider's prompt cache must keep hitting), and the
+    markers reach the Anthropic-kind upstream."""
+    eph = {"type": "ephemeral"}
+    log_before, log_after = pytest_log(40), pytest_log(200)
+    messages: Any = [
+        {"role": "user", "content": "Run the tests."},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {"cmd": "pytest"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": log_before}]},
+        {"role": "assistant", "content": "One failure. Fixing it."},
+        {"role": "user", "content": [{"type": "text", "text": "Rerun them.", "cache_control": eph}]},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_2", "name": "bash", "input": {"cmd": "pytest"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_2", "content": log_after}]},
+    ]
+    with mixed_gateways(servers_loop, sim, tmp_path, "claude-sonnet-4-5") as make:
+        a = unique("ant")
+        gw = make({a: "anthropic"}, extra={"compression": {"mode": "standard"}})
+        raw = anthropic_sdk(gw).messages.with_raw_response.create(
+            model="claude-sonnet-4-5",
+            max_tokens=64,
+            system=[{"type": "text", "text": "You are a coding agent.", "cache_control": eph}],
+            messages=messages,
+            tools=[{"name": "bash", "input_schema": {"type": "object"}}],
+        )
+        assert saved_of(raw.headers["x-freellm-compress"])[1] > 0
+        sent = received(sim_control, a)[-1]
+    results = [
+        block
+        for m in sent["messages"]
+        for block in (m["content"] if isinstance(m["content"], list) else [])
+        if block.get("type") == "tool_result"
+    ]
+    first, second = (json.dumps(r["content"]) for r in results)
+    assert "test_case_150 PASSED" in first  # inside the prefix: untouched
+    assert "test_case_150 PASSED" not in second  # after it: the passing lines were filtered…
+    assert "test_case_200 FAILED" in second and "AssertionError: expected 3, got 4" in second  # …the signal kept
+    assert sent["system"][0]["cache_control"] == eph
+    assert any(
+        b.get("cache_control") == eph for m in sent["messages"] if isinstance(m["content"], list) for b in m["content"]
+    )
