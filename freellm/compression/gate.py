@@ -79,15 +79,17 @@ class SpanCache:
 
 
 def _ids(m: Message) -> set[str]:
+    """``result:<id>`` for a tool result's ``tool_call_id``, ``call:<id>`` for each of its tool calls (a
+    call and its result share the id, and each must survive in its own place)."""
     out: set[str] = set()
     tcid = m.get("tool_call_id")
     if isinstance(tcid, str) and tcid:
-        out.add(tcid)
+        out.add("result:" + tcid)
     calls = m.get("tool_calls")
     if isinstance(calls, list):
         for call in calls:
             if isinstance(call, dict) and isinstance(call.get("id"), str) and call["id"]:
-                out.add(call["id"])
+                out.add("call:" + call["id"])
     return out
 
 
@@ -191,10 +193,10 @@ def check(
     if miss:
         return Verdict("fidelity", f"{len(miss)} error/constraint line(s) or hunk header(s) lost")
     miss = have.missing(sorted(other), have.other, substring=True)
-    if other and len(miss) > (1 - OTHER_SPAN_SHARE) * len(other):
+    if other and len(other) - len(miss) < OTHER_SPAN_SHARE * len(other):
         return Verdict("fidelity", f"{len(miss)} of {len(other)} protected spans lost")
     miss = have.missing(sorted(keys), have.keys, substring=True)
-    if keys and len(miss) > (1 - JSON_KEY_SHARE) * len(keys):
+    if keys and len(keys) - len(miss) < JSON_KEY_SHARE * len(keys):
         return Verdict("fidelity", f"{len(miss)} of {len(keys)} JSON keys lost")
     if ids:
         left: set[str] = set()

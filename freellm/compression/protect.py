@@ -28,6 +28,7 @@ __all__ = [
     "ANSI_RE",
     "Spans",
     "diff_ranges",
+    "error_line_ranges",
     "error_line_set",
     "fence_ranges",
     "is_error_line",
@@ -45,10 +46,12 @@ NUMBER_RE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)*(?:[eE][-+]?\d+)?)[a-zA-Z%]*(?!
 INLINE_CODE_RE = re.compile(r"`[^`\n]{1,200}`")
 URL_RE = re.compile(r"\b(?:https?|ftp|file)://[^\s<>\"'`)\]}]+")
 PATH_RE = re.compile(r"(?<![\w/.~-])(?:~|\.{1,2})?/?(?:[\w.-]+/)+[\w.-]*\w")
-FILE_RE = re.compile(
-    r"(?<![\w/.-])[\w-]+\.(?:py|pyi|js|jsx|ts|tsx|mjs|cjs|json|ya?ml|toml|md|rs|go|java|kt|c|h|cc|cpp|hpp"
+_EXTENSIONS = (
+    r"(?:py|pyi|js|jsx|ts|tsx|mjs|cjs|json|ya?ml|toml|md|rs|go|java|kt|c|h|cc|cpp|hpp"
     r"|cs|rb|php|sh|sql|html|css|scss|lock|txt|cfg|ini|xml|vue|svelte|swift|lua|ex|exs)\b"
 )
+FILE_RE = re.compile(r"(?<![\w/.-])[\w-]+\." + _EXTENSIONS)
+_EXT_RE = re.compile(r"\." + _EXTENSIONS)
 STACK_RE = re.compile(
     r"^[ \t]*(?:at [^\n]{1,400}"
     r"|File \"[^\"\n]+\", line \d+[^\n]*"
@@ -93,6 +96,7 @@ def numbers_in(text: str) -> set[str]:
 
 
 def is_error_line(line: str) -> bool:
+    """Whether one line names an error (see the module docstring)."""
     return ERROR_RE.search(line) is not None
 
 
@@ -158,32 +162,62 @@ def diff_ranges(text: str) -> list[tuple[int, int]]:
     return out
 
 
-def _line_bounds(text: str, at: int) -> tuple[int, int]:
-    start = text.rfind("\n", 0, at) + 1
-    end = text.find("\n", at)
-    return start, (len(text) if end < 0 else end)
+# Every ERROR_RE / CONSTRAINT_RE match contains one of these (lower-cased) substrings, so only the lines
+# holding one are run through the full patterns (str.find is far cheaper than a regex scan).
+_ERROR_KEYS = ("error", "fail", "fatal", "panic", "err!", "exception", "traceback", "fault", "core dumped",
+               "unhandled", "exit ", "\u2715", "\u2717", "\u2718", "\u00d7", "\u274c")
+_CONSTRAINT_KEYS = ("must", "never", "always", "required", "important", "shall", "do not", "don't")
 
 
-def _line_set(text: str, pattern: re.Pattern[str]) -> frozenset[str]:
-    out: set[str] = set()
-    last_start = -1
-    for m in pattern.finditer(text):
-        start, end = _line_bounds(text, m.start())
-        if start == last_start:
-            continue
-        last_start = start
-        s = text[start:end].strip()
-        if s:
-            out.add(s)
-    return frozenset(out)
+def _candidate_lines(text: str, keys: tuple[str, ...], *, pytest_e: bool) -> list[tuple[int, int]]:
+    low = text.lower()
+    starts: set[int] = set()
+    for key in keys:
+        at = low.find(key)
+        while at >= 0:
+            starts.add(text.rfind("\n", 0, at) + 1)
+            at = low.find(key, at + len(key))
+    if pytest_e:
+        at = text.find("E  ")
+        while at >= 0:
+            starts.add(text.rfind("\n", 0, at) + 1)
+            at = text.find("E  ", at + 3)
+    out: list[tuple[int, int]] = []
+    for start in sorted(starts):
+        end = text.find("\n", start)
+        out.append((start, len(text) if end < 0 else end))
+    return out
+
+
+def _line_spans(text: str, pattern: re.Pattern[str], keys: tuple[str, ...], *, pytest_e: bool) -> list[tuple[int, int]]:
+    """(start, end) of every line of ``text`` where ``pattern`` matches."""
+    return [(a, b) for a, b in _candidate_lines(text, keys, pytest_e=pytest_e) if pattern.search(text, a, b)]
+
+
+def error_line_ranges(text: str, *, instructions: bool) -> list[tuple[int, int]]:
+    out = _line_spans(text, ERROR_RE, _ERROR_KEYS, pytest_e=True)
+    if instructions:
+        out += _line_spans(text, CONSTRAINT_RE, _CONSTRAINT_KEYS, pytest_e=False)
+    return out
 
 
 def error_line_set(text: str, *, instructions: bool) -> frozenset[str]:
     """The stripped error lines (and, for instructions, constraint lines) of an ANSI-free text."""
-    lines = _line_set(text, ERROR_RE)
-    if instructions:
-        lines = lines | _line_set(text, CONSTRAINT_RE)
-    return lines
+    return frozenset(s for a, b in error_line_ranges(text, instructions=instructions) if (s := text[a:b].strip()))
+
+
+def _find_files(text: str) -> list[tuple[int, int]]:
+    """FILE_RE's matches, found from each extension backwards (a leading-class regex scans every position)."""
+    out: list[tuple[int, int]] = []
+    for m in _EXT_RE.finditer(text):
+        d = m.start()
+        s0 = d
+        while s0 > 0 and (text[s0 - 1].isalnum() or text[s0 - 1] in "_-"):
+            s0 -= 1
+        if s0 == d or (s0 > 0 and (text[s0 - 1].isalnum() or text[s0 - 1] in "_/.-")):
+            continue
+        out.append((s0, m.end()))
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,38 +229,49 @@ class Spans:
     errors: frozenset[str]
 
 
-_OTHER_PATTERNS = (INLINE_CODE_RE, URL_RE, PATH_RE, FILE_RE, KV_RE)
+def _other_spans(text: str) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = list(fence_ranges(text))
+    if "`" in text:
+        out.extend(m.span() for m in INLINE_CODE_RE.finditer(text))
+    if "://" in text:
+        out.extend(m.span() for m in URL_RE.finditer(text))
+    if "/" in text:
+        out.extend(m.span() for m in PATH_RE.finditer(text))
+    if "." in text:
+        out.extend(_find_files(text))
+    if "=" in text:
+        out.extend(m.span() for m in KV_RE.finditer(text))
+    return out
+
+
+def _stack_spans(text: str) -> list[tuple[int, int]]:
+    return [m.span() for m in STACK_RE.finditer(text)] if ("at " in text or ":" in text) else []
 
 
 def spans_of(text: str, *, instructions: bool) -> Spans:
     """Every protected span of ``text`` by category (ANSI codes are ignored)."""
     text = strip_ansi(text)
-    other: set[str] = {text[a:b] for a, b in fence_ranges(text)}
-    for pat in _OTHER_PATTERNS:
-        other.update(pat.findall(text))
-    other.update(m.group(0).strip() for m in STACK_RE.finditer(text))
+    other = {text[a:b] for a, b in _other_spans(text)}
+    other.update(text[a:b].strip() for a, b in _stack_spans(text))
     other.discard("")
     return Spans(
         numbers=frozenset(NUMBER_RE.findall(text)),
         other=frozenset(other),
-        json_keys=frozenset(JSON_KEY_RE.findall(text)),
-        hunks=frozenset(m.group(0) for m in HUNK_RE.finditer(text)),
+        json_keys=frozenset(JSON_KEY_RE.findall(text)) if '"' in text else frozenset(),
+        hunks=frozenset(m.group(0) for m in HUNK_RE.finditer(text)) if "@@ -" in text else frozenset(),
         errors=error_line_set(text, instructions=instructions),
     )
 
 
-_RANGE_PATTERNS = (NUMBER_RE, INLINE_CODE_RE, URL_RE, PATH_RE, FILE_RE, KV_RE, JSON_KEY_RE, STACK_RE, HUNK_RE)
-
-
 def protected_ranges(text: str, *, instructions: bool) -> list[tuple[int, int]]:
     """Sorted, merged character ranges covered by a protected span, an error line or a constraint line."""
-    ranges: list[tuple[int, int]] = list(fence_ranges(text))
-    for pat in _RANGE_PATTERNS:
-        ranges.extend(m.span() for m in pat.finditer(text))
-    line_pats = (ERROR_RE, CONSTRAINT_RE) if instructions else (ERROR_RE,)
-    for pat in line_pats:
-        for m in pat.finditer(text):
-            ranges.append(_line_bounds(text, m.start()))
+    ranges = _other_spans(text) + _stack_spans(text)
+    ranges.extend(m.span() for m in NUMBER_RE.finditer(text))
+    if '"' in text:
+        ranges.extend(m.span() for m in JSON_KEY_RE.finditer(text))
+    if "@@ -" in text:
+        ranges.extend(m.span() for m in HUNK_RE.finditer(text))
+    ranges.extend(error_line_ranges(text, instructions=instructions))
     if not ranges:
         return []
     ranges.sort()

@@ -217,6 +217,17 @@ BUILTIN_DEFINITIONS: tuple[dict[str, Any], ...] = (
     {"id": "catch-all", "catch_all": True},
 )
 
+def _expand(d: dict[str, Any]) -> list[dict[str, Any]]:
+    """A rule matches by tool name only when it has no content patterns (the rule semantics); a built-in
+    that lists both becomes two adjacent rules with the same id: by name (and command), then by content."""
+    detect = d.get("detect", {})
+    if not (detect.get("tool_names") and detect.get("content")):
+        return [d]
+    by_name = {**d, "detect": {k: v for k, v in detect.items() if k != "content"}}
+    by_content = {**d, "detect": {k: v for k, v in detect.items() if k != "tool_names"}}
+    return [by_name, by_content]
+
+
 BUILTIN_RULES: tuple[CompiledRule, ...] = tuple(
-    compile_rule(FilterRule.model_validate(d)) for d in BUILTIN_DEFINITIONS
+    compile_rule(FilterRule.model_validate(x)) for d in BUILTIN_DEFINITIONS for x in _expand(d)
 )
