@@ -4,7 +4,8 @@ A closed loop like wrk's: ``--concurrency`` connections, each sending the next r
 previous answer (the whole body, the whole stream) has arrived, for ``--duration`` seconds. It is an
 aiohttp client, so it spends far more CPU per request than wrk: on a 2-core machine it saturates its
 own core long before a fast server does. Its numbers are labelled ``python-fallback`` in the output and
-are NOT comparable with wrk's. Prints one JSON object in the same shape as the wrk script's.
+are NOT comparable with wrk's. Prints one JSON object in the same shape as the wrk script's. A body
+containing ``bench.stats.VARY`` gets a unique string in its place in every request, as in the wrk script.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 
 import aiohttp
 
-from bench.stats import ms, new_event_loop, percentile
+from bench.stats import body_source, ms, new_event_loop, percentile
 
 
 async def load(
@@ -27,6 +28,7 @@ async def load(
     nbytes = 0
     connector = aiohttp.TCPConnector(limit=concurrency)
     timeout = aiohttp.ClientTimeout(total=30)
+    next_body = body_source(body)  # the same body every time, or a unique one (stats.VARY)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
         start = time.perf_counter()
         deadline = start + duration
@@ -36,7 +38,7 @@ async def load(
             while time.perf_counter() < deadline:
                 t0 = time.perf_counter()
                 try:
-                    async with session.post(url, data=body, headers=headers) as resp:
+                    async with session.post(url, data=next_body(), headers=headers) as resp:
                         data = await resp.read()
                         nbytes += len(data)
                         if resp.status >= 400:

@@ -89,7 +89,53 @@ def derive(results: dict) -> dict:
         goal(f"req/s vs floor, {mode}, c={maxc}", row and row["vs_floor"], GOAL_VS_FLOOR, True, TIMES)
     t = results["targets"].get("freellm") or {}
     goal("idle RSS per worker", t.get("idle_rss_mb"), GOAL_IDLE_RSS_MB, False, "MiB")
-    return {"ratios": ratios, "goals": goals}
+    return {"ratios": ratios, "goals": goals, "cache": cache_ratios(results)}
+
+
+def cache_ratios(results: dict) -> list[dict]:
+    """Per cell: the cache rows' req/s against each other and against plain freellm (cache off)."""
+    hit = _cells(results, "freellm-cache-hit")
+    miss = _cells(results, "freellm-cache-miss")
+    plain = _cells(results, "freellm")
+    rows = []
+    keys = sorted(set(hit) | set(miss), key=lambda k: (k[0] != "non-stream", k[1]))
+    for key in keys:
+        h, m, f = (x.get(key, {}).get("rps") for x in (hit, miss, plain))
+        rows.append(
+            {
+                "mode": key[0],
+                "c": key[1],
+                "hit_rps": h,
+                "miss_rps": m,
+                "freellm_rps": f,
+                "hit_vs_miss": _div(h, m),
+                "hit_vs_freellm": _div(h, f),
+                "miss_vs_freellm": _div(m, f),
+            }
+        )
+    return rows
+
+
+def cache_stats_line(stats: dict) -> str:
+    if "error" in stats:
+        return f"stats unavailable ({stats['error']})"
+    entries = stats.get("entries") or {}
+    return (
+        f"{stats.get('hits', 0):,} hits, {stats.get('misses', 0):,} misses; "
+        f"{entries.get('json', 0):,} JSON + {entries.get('stream', 0):,} stream entries, "
+        f"{(stats.get('bytes') or 0) / 1024 / 1024:.1f} MiB at the end"
+    )
+
+
+def cache_surprise(name: str, stats: dict | None) -> str | None:
+    """What contradicts the row's intent: a hit on the miss row, or more misses than the hit row's checks."""
+    if not stats or "error" in stats:
+        return None
+    if name == "freellm-cache-miss" and stats.get("hits"):
+        return f"{stats['hits']} hit(s) on the row meant to miss every time"
+    if name == "freellm-cache-hit" and (stats.get("misses") or 0) > 2:
+        return f"{stats['misses']} misses on the row meant to hit (2 expected: one per mode)"
+    return None
 
 
 def _num(v: float | None, signed: bool = False) -> str:
@@ -214,6 +260,11 @@ def markdown(results: dict) -> str:
             status += f"; **{_md(crash)}** (restarted, cell measured again)"
         if t.get("note"):
             status += f" ({_md(t['note'])})"
+        if t.get("cache_stats"):
+            status += f"; cache: {_md(cache_stats_line(t['cache_stats']))}"
+            surprise = cache_surprise(name, t["cache_stats"])
+            if surprise:
+                status += f" **{_md(surprise)}**"
         lines.append(
             f"| {LABELS[name]} | {_md(t.get('version', ''))} | {_num(t.get('idle_rss_mb'))} | "
             f"{_num(t.get('peak_rss_mb'))} | {_num(t.get('startup_s'))} | {status} |"
@@ -228,6 +279,18 @@ def markdown(results: dict) -> str:
         for r in d["ratios"]:
             lines.append(
                 f"| | {r['mode']} | {r['c']} | {_ratio(r['vs_litellm'])} | {_ratio(r['vs_portkey'])} | {_ratio(r['vs_floor'])} |"
+            )
+    if d.get("cache"):
+        lines += [
+            "",
+            "| cache: req/s | mode | c | hit | miss | freellm (cache off) | hit ÷ miss | hit ÷ freellm | miss ÷ freellm |",
+            "|---|---|--:|--:|--:|--:|--:|--:|--:|",
+        ]
+        for r in d["cache"]:
+            lines.append(
+                f"| | {r['mode']} | {r['c']} | {_rps(r['hit_rps'])} | {_rps(r['miss_rps'])} | "
+                f"{_rps(r['freellm_rps'])} | {_ratio(r['hit_vs_miss'])} | {_ratio(r['hit_vs_freellm'])} | "
+                f"{_ratio(r['miss_vs_freellm'])} |"
             )
     if d.get("goals"):
         lines += ["", "| issue 3 target | measured | goal | met |", "|---|--:|--:|---|"]

@@ -32,7 +32,8 @@ from bench.procs import (
     raise_priority,
     rss_bytes,
 )
-from bench.targets import ALL_TARGETS, GATEWAYS, LABELS, LAUNCHERS, MODEL, Context, Running
+from bench.stats import VARY, body_source
+from bench.targets import ADMIN_KEY, ALL_TARGETS, GATEWAYS, LABELS, LAUNCHERS, MODEL, Context, Running
 
 MODES = ("non-stream", "stream")
 PROMPT = "Say hello, one small piece at a time."
@@ -66,9 +67,12 @@ class Options:
     """Default targets, modes, concurrencies and durations: only such a run updates the docs by default."""
 
 
-def chat_body(stream: bool) -> bytes:
+def chat_body(stream: bool, varied: bool = False) -> bytes:
+    """The one request body of a cell; ``varied``: with :data:`~bench.stats.VARY` at the end of the user
+    message, which the load generators replace with a string unique to each request."""
+    content = f"{PROMPT} #{VARY}" if varied else PROMPT
     return json.dumps(
-        {"model": MODEL, "messages": [{"role": "user", "content": PROMPT}], "stream": stream},
+        {"model": MODEL, "messages": [{"role": "user", "content": content}], "stream": stream},
         separators=(",", ":"),
     ).encode()
 
@@ -88,21 +92,24 @@ def start_sim(work: Path, placement: Placement, chunks: int, chunk_delay_ms: flo
     return proc, base_url
 
 
-def sanity(target: Running, stream: bool, chunks: int) -> str | None:
-    """One request through the target, checked for a complete answer; returns the problem or None."""
+def _post(target: Running, body: bytes) -> tuple[bytes, dict[str, str]] | str:
+    """One request through the target: (body, headers), or what went wrong."""
     req = urllib.request.Request(
         target.url,
-        data=chat_body(stream),
+        data=body,
         headers={"Content-Type": "application/json", **target.headers},
         method="POST",
     )
     try:
         with urllib.request.urlopen(req, timeout=30) as resp:
-            data = resp.read()
+            return resp.read(), {k.lower(): v for k, v in resp.headers.items()}
     except urllib.error.HTTPError as exc:
         return f"HTTP {exc.code}: {exc.read()[:200].decode(errors='replace')}"
     except OSError as exc:
         return f"{type(exc).__name__}: {exc}"
+
+
+def _complete(data: bytes, stream: bool, chunks: int) -> str | None:
     if stream:
         frames = data.count(b"data:")
         if b"[DONE]" not in data or frames < chunks:
@@ -115,6 +122,61 @@ def sanity(target: Running, stream: bool, chunks: int) -> str | None:
     except (ValueError, KeyError, IndexError, TypeError):
         return f"not a chat completion: {data[:200].decode(errors='replace')}"
     return None if content else "empty completion"
+
+
+def sanity(target: Running, stream: bool, chunks: int) -> str | None:
+    """A request through the target, checked for a complete answer; returns the problem or None.
+
+    For the freellm rows also the cache's ``X-FreeLLM-Cache`` header: absent on plain ``freellm`` (the
+    cache is off by default); ``MISS`` on two requests with different bodies (``freellm-cache-miss``);
+    ``HIT`` with ``X-Routed-Via: cache`` on the second of two identical requests, with the very bytes of
+    the first (``freellm-cache-hit``).
+    """
+    next_body = body_source(chat_body(stream, target.varied))
+    got = _post(target, next_body())
+    if isinstance(got, str):
+        return got
+    data, headers = got
+    problem = _complete(data, stream, chunks)
+    if problem or target.cache is None:
+        return problem
+    first = headers.get("x-freellm-cache")
+    if target.cache == "off":
+        return None if first is None else f"X-FreeLLM-Cache: {first} with the cache off"
+    if target.cache == "MISS" and first != "MISS":
+        return f"X-FreeLLM-Cache: {first} on a unique request (want MISS)"
+    if target.cache == "HIT" and first not in ("MISS", "HIT"):
+        return f"X-FreeLLM-Cache: {first} on the first request (want MISS)"
+    again = _post(target, next_body())
+    if isinstance(again, str):
+        return f"second request: {again}"
+    data2, headers2 = again
+    problem = _complete(data2, stream, chunks)
+    if problem:
+        return f"second request: {problem}"
+    second = headers2.get("x-freellm-cache")
+    if target.cache == "MISS":
+        return (
+            None if second == "MISS" else f"X-FreeLLM-Cache: {second} on a second unique request (want MISS)"
+        )
+    if second != "HIT" or headers2.get("x-routed-via") != "cache":
+        return (
+            f"X-FreeLLM-Cache: {second}, X-Routed-Via: {headers2.get('x-routed-via')} on a repeated request "
+            "(want HIT, cache)"
+        )
+    return None if data2 == data else "a hit did not replay the first answer's bytes"
+
+
+def cache_stats(target: Running) -> dict[str, object] | None:
+    """``/admin/cache/stats`` of a cache row (hits, misses, entries since the process started)."""
+    if not target.admin_url:
+        return None
+    req = urllib.request.Request(target.admin_url, headers={"Authorization": f"Bearer {ADMIN_KEY}"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return json.loads(resp.read())
+    except (OSError, ValueError) as exc:
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 def run_load(
@@ -134,7 +196,9 @@ def run_cell(
     opts: Options, tool: str, target: Running, mode: str, c: int, placement: Placement
 ) -> dict[str, object]:
     stream = mode == "stream"
-    req = Request(target.url, chat_body(stream), {"Content-Type": "application/json", **target.headers})
+    req = Request(
+        target.url, chat_body(stream, target.varied), {"Content-Type": "application/json", **target.headers}
+    )
     cell: dict[str, object] = {"mode": mode, "c": c}
     load_cores = placement.load
     with contextlib.ExitStack() as stack:
@@ -263,6 +327,10 @@ def measure_target(name: str, ctx: Context, opts: Options, tool: str) -> dict[st
         if crashes:
             out["crashes"] = crashes
         out["cells"] = cells
+        stats = cache_stats(target)
+        if stats is not None:
+            out["cache_stats"] = stats
+            print(f"   cache: {report.cache_stats_line(stats)}", flush=True)
         peaks = [float(c["peak_rss_mb"]) for c in cells if "peak_rss_mb" in c]  # type: ignore[arg-type]
         if peaks:
             out["peak_rss_mb"] = max(peaks)

@@ -2,8 +2,26 @@
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Sequence
+import secrets
+from collections.abc import Callable, Sequence
+
+VARY = "@@VARY@@"
+"""In a request body: replaced by a string unique to each request (see :func:`body_source`)."""
+
+
+def body_source(body: bytes) -> Callable[[], bytes]:
+    """A function returning the body of the next request: ``body`` itself, or, when it contains
+    :data:`VARY`, ``body`` with the marker replaced by ``<nonce>.py.<n>`` (a random nonce for this process,
+    a counter), so that every request differs from every other of the run."""
+    marker = VARY.encode()
+    if marker not in body:
+        return lambda: body
+    head, tail = body.split(marker, 1)
+    nonce = secrets.token_hex(4).encode()
+    counter = itertools.count(1)
+    return lambda: b"%s%s.py.%d%s" % (head, nonce, next(counter), tail)
 
 
 def percentile(values: Sequence[float], pct: float) -> float | None:

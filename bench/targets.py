@@ -4,6 +4,12 @@ Each launcher starts its server (pinned to the server core), waits until it answ
 :class:`Running` target that says where to send a chat request and which headers it needs. Every target
 is pointed at the same virtual provider of the same simulator, and every client request carries the
 same JSON body, so the only difference between two rows of the table is the server in the middle.
+
+Two rows are freellm again with its response cache on (``cache.enabled: true``, every other cache
+setting at its default): ``freellm-cache-hit`` gets the same body every time, so after the first
+request every answer is a hit; ``freellm-cache-miss`` gets a body made unique per request (the user
+message carries :data:`bench.stats.VARY`, which every load generator replaces), so every request computes
+the key, misses, goes upstream and stores its answer — and, past ``max_entries`` (5000), evicts.
 """
 
 from __future__ import annotations
@@ -27,12 +33,18 @@ UPSTREAM_KEY = "sk-bench-upstream"
 CLIENT_KEY = "sk-bench-client-0123456789abcdef0123456789abcdef0123456789abcdef0123456789ab"
 """freellm's client key and LiteLLM's master key (LiteLLM refuses to start without a long one)."""
 
-ALL_TARGETS = ("direct", "floor", "freellm", "portkey", "litellm")
-GATEWAYS = ("floor", "freellm", "portkey", "litellm")
+ADMIN_KEY = "sk-bench-admin-0123456789abcdef"
+"""The cache rows' admin key (``/admin/cache/stats`` is read once, after their cells)."""
+
+ALL_TARGETS = ("direct", "floor", "freellm", "freellm-cache-hit", "freellm-cache-miss", "portkey", "litellm")
+GATEWAYS = ("floor", "freellm", "freellm-cache-hit", "freellm-cache-miss", "portkey", "litellm")
+CACHE_TARGETS = ("freellm-cache-hit", "freellm-cache-miss")
 LABELS = {
     "direct": "direct (simulator)",
     "floor": "floor (bare aiohttp proxy)",
     "freellm": "freellm",
+    "freellm-cache-hit": "freellm, cache hit",
+    "freellm-cache-miss": "freellm, cache miss",
     "portkey": "Portkey gateway",
     "litellm": "LiteLLM proxy",
 }
@@ -67,6 +79,13 @@ class Running:
     note: str = ""
     sim_pid: int | None = None
     """``direct`` only: the simulator's pid (the server under test, for CPU accounting)."""
+    varied: bool = False
+    """Every request gets a unique body (``freellm-cache-miss``)."""
+    cache: str | None = None
+    """What the pre-measurement check expects of ``X-FreeLLM-Cache``: ``"off"`` (header absent),
+    ``"HIT"`` (on the second of two identical requests) or ``"MISS"``; None: not checked."""
+    admin_url: str | None = None
+    """``/admin/cache/stats`` of a cache row (read with :data:`ADMIN_KEY`)."""
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -149,10 +168,12 @@ def launch_freellm(ctx: Context, name: str, cfg: dict, port: int) -> Proc:
     return proc
 
 
-def start_freellm(ctx: Context) -> Running:
+def start_freellm(ctx: Context, name: str = "freellm") -> Running:
     port = free_port()
-    cfg = freellm_config(ctx, port, ctx.work / "freellm-data")
-    proc = launch_freellm(ctx, "freellm", cfg, port)
+    cached = name in CACHE_TARGETS
+    extra = {"cache": {"enabled": True}, "auth": {"admin_keys": [ADMIN_KEY]}} if cached else None
+    cfg = freellm_config(ctx, port, ctx.work / f"{name}-data", extra)
+    proc = launch_freellm(ctx, name, cfg, port)
     try:
         took = proc.wait_ready(f"http://127.0.0.1:{port}/health", 60)
     except BaseException:
@@ -162,14 +183,25 @@ def start_freellm(ctx: Context) -> Running:
     if ctx.workers > 1:
         note = f"config asks server.workers={ctx.workers}; freellm serve honours it only once multi-worker serving lands"
     return Running(
-        name="freellm",
+        name=name,
         url=f"http://127.0.0.1:{port}/v1/chat/completions",
         headers={"Authorization": f"Bearer {CLIENT_KEY}"},
         version=freellm_version(),
         proc=proc,
         startup_s=took,
         note=note,
+        varied=name == "freellm-cache-miss",
+        cache={"freellm": "off", "freellm-cache-hit": "HIT", "freellm-cache-miss": "MISS"}[name],
+        admin_url=f"http://127.0.0.1:{port}/admin/cache/stats" if cached else None,
     )
+
+
+def start_freellm_cache_hit(ctx: Context) -> Running:
+    return start_freellm(ctx, "freellm-cache-hit")
+
+
+def start_freellm_cache_miss(ctx: Context) -> Running:
+    return start_freellm(ctx, "freellm-cache-miss")
 
 
 def start_floor(ctx: Context) -> Running:
@@ -304,6 +336,8 @@ LAUNCHERS: dict[str, Callable[[Context], Running]] = {
     "direct": start_direct,
     "floor": start_floor,
     "freellm": start_freellm,
+    "freellm-cache-hit": start_freellm_cache_hit,
+    "freellm-cache-miss": start_freellm_cache_miss,
     "portkey": start_portkey,
     "litellm": start_litellm,
 }

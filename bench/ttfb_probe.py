@@ -3,7 +3,8 @@
 wrk measures whole responses only. This probe measures, for each streamed request, the time from
 sending the request to the first body byte (the first SSE frame), and the time to the end of the stream.
 The benchmark runs it alone at concurrency 1, and alongside wrk at a low rate (``--rate``) to see the
-TTFB that a client gets while the target is under load. Prints one JSON object on stdout.
+TTFB that a client gets while the target is under load. Prints one JSON object on stdout. A body
+containing ``bench.stats.VARY`` gets a unique string in its place in every request (the cache-miss row).
 
     python -m bench.ttfb_probe --url http://127.0.0.1:3001/v1/chat/completions \
         --body '{"model": "m", "stream": true, "messages": [...]}' --header 'Authorization: Bearer k' \
@@ -19,7 +20,7 @@ import time
 
 import aiohttp
 
-from bench.stats import ms, new_event_loop, percentile
+from bench.stats import body_source, ms, new_event_loop, percentile
 
 
 async def probe(
@@ -32,13 +33,14 @@ async def probe(
     last_error = ""
     connector = aiohttp.TCPConnector(limit=1)
     timeout = aiohttp.ClientTimeout(total=60)
+    next_body = body_source(body)  # the same body every time, or a unique one (stats.VARY)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
 
         async def one() -> tuple[float, float, int] | None:
             nonlocal errors, last_error
             t0 = time.perf_counter()
             try:
-                async with session.post(url, data=body, headers=headers) as resp:
+                async with session.post(url, data=next_body(), headers=headers) as resp:
                     first = await resp.content.readany()  # b"" only at the end of the body
                     t1 = time.perf_counter()
                     rest = await resp.read() if first else b""
