@@ -9,7 +9,7 @@ from typing import Any
 
 from freellm.compression import Compressor
 from freellm.compression.engines.read_lifecycle import classify
-from freellm.compression.protect import ERROR_RE, numbers_in, strip_ansi
+from freellm.compression.protect import error_line_set, numbers_in, strip_ansi
 from freellm.compression.types import ToolCall
 from freellm.config import CompressionConfig
 
@@ -85,11 +85,10 @@ def _ids(messages: list[Msg]) -> set[str]:
 
 
 def _error_lines(messages: list[Msg]) -> set[str]:
+    """Every line naming an error (the library's definition; the survival check below is the test's own)."""
     out: set[str] = set()
     for m in messages:
-        for line in _text(m).split("\n"):
-            if ERROR_RE.search(line):
-                out.add(line.strip())
+        out |= error_line_set(_text(m), instructions=False)
     return out
 
 
