@@ -218,7 +218,8 @@ class Compressor:
                     raise ValueError("engine changed the number of message slots")
                 verdict = check(work, result.messages, result.dropped, cache)
             except Exception as exc:  # fail open: the request goes on as it was
-                log.debug("compression engine %s failed: %r", spec.id, exc)
+                # the exception's type only: its message could quote the prompt
+                log.warning("compression engine %s failed (%s); its output was discarded", spec.id, type(exc).__name__)
                 stages.append(StageReport(spec.id, False, "exception", 0, type(exc).__name__))
                 continue
             if not verdict.ok:

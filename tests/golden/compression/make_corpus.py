@@ -420,7 +420,7 @@ def docker_build(rng: random.Random) -> str:
         out.append(f"Step {step}/10 : RUN step-{step}")
         out.append(" ---> Using cache")
         out.append(f" ---> {''.join(rng.choice('0123456789abcdef') for _ in range(12))}")
-    for k in range(6):
+    for _ in range(6):
         layer = "".join(rng.choice("0123456789abcdef") for _ in range(12))
         for state in ("Pulling fs layer", "Waiting", "Verifying Checksum", "Download complete", "Pull complete"):
             out.append(f"{layer}: {state}")
@@ -599,7 +599,7 @@ def main(argv: list[str]) -> None:
         path.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
     if "--reset-minimums" in argv:
         sys.path.insert(0, str(HERE.parents[2]))
-        from tests.golden.compression.report import measure  # noqa: PLC0415
+        from tests.golden.compression.report import measure
 
         for name in ITEMS:
             path = OUT / f"{name}.json"
