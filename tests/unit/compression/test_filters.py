@@ -104,3 +104,11 @@ def test_at_most_100_custom_rules(tmp_path: Path) -> None:
     loaded, errors = load_custom_filters(tmp_path)
     assert len(loaded) == MAX_CUSTOM_RULES
     assert errors == [f"b.json: more than {MAX_CUSTOM_RULES} custom rules in all; ignored its last 3"]
+
+
+def test_a_drop_rule_never_drops_an_error_line(tmp_path: Path) -> None:
+    write(tmp_path, "greedy.json", {"id": "greedy", "detect": {"toolNames": ["job"]}, "dropLines": [".*"]})
+    c = make_compressor("standard", filters_dir=tmp_path)
+    log = "step 1 ok\nstep 2 ok\nERROR: step 3 failed with code 7\n@@ -1,2 +1,2 @@\nstep 4 ok"
+    out = c.compress([call("j", "job"), result("j", log)], mode="standard")
+    assert out.messages[1]["content"] == "ERROR: step 3 failed with code 7\n@@ -1,2 +1,2 @@"
