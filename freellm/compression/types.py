@@ -86,8 +86,8 @@ def with_content(m: Message, content: str) -> Message:
     return out
 
 
-def message_text(m: Message) -> str:
-    """Every piece of text a message carries (content or text parts, tool-call names and arguments)."""
+def _text_pieces(m: Message) -> list[str]:
+    """Every piece of text a message carries: content or text parts, tool-call names and arguments."""
     c = m.get("content")
     pieces: list[str] = []
     if isinstance(c, str):
@@ -107,6 +107,12 @@ def message_text(m: Message) -> str:
                     v = fn.get(key)
                     if isinstance(v, str):
                         pieces.append(v)
+    return pieces
+
+
+def message_text(m: Message) -> str:
+    """Every piece of text a message carries, joined with newlines."""
+    pieces = _text_pieces(m)
     return pieces[0] if len(pieces) == 1 else "\n".join(pieces)
 
 
@@ -115,25 +121,9 @@ def message_chars(m: Message | None) -> int:
     if m is None:
         return 0
     c = m.get("content")
-    n = 0
-    if isinstance(c, str):
-        n = len(c)
-    elif isinstance(c, list):
-        for part in c:
-            if isinstance(part, dict):
-                t = part.get("text")
-                if isinstance(t, str):
-                    n += len(t)
-    calls = m.get("tool_calls")
-    if isinstance(calls, list):
-        for call in calls:
-            fn = call.get("function") if isinstance(call, dict) else None
-            if isinstance(fn, dict):
-                for key in ("name", "arguments"):
-                    v = fn.get(key)
-                    if isinstance(v, str):
-                        n += len(v)
-    return n
+    if isinstance(c, str) and not m.get("tool_calls"):
+        return len(c)  # the common case, without building a list
+    return sum(len(p) for p in _text_pieces(m))
 
 
 def total_chars(messages: Slots) -> int:

@@ -7,6 +7,7 @@ answer could never be byte-identical).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -231,9 +232,9 @@ def test_failed_turns_are_never_stored(make_gateway: MakeGateway, sim_control: S
     assert chat(gw).headers["X-FreeLLM-Cache"] == "MISS"
 
 
-def test_aborted_stream_is_never_stored(make_gateway: MakeGateway, sim_control: SimControl) -> None:
-    gw, alpha = cached_gateway(make_gateway)
-    sim_control.script(alpha, {"chunks": 3, "stall_after": 1})  # the client leaves during the silence
+def leave_stream_at(gw: GatewayServer, stop: str) -> None:
+    """Stream "Say hello." and close the connection on the first line that starts with ``stop``; then
+    wait until the gateway has finished the turn (its handler no longer runs)."""
     with httpx.Client(timeout=15) as client, client.stream(
         "POST",
         f"{gw.v1}/chat/completions",
@@ -242,25 +243,28 @@ def test_aborted_stream_is_never_stored(make_gateway: MakeGateway, sim_control: 
     ) as resp:
         assert resp.headers["X-FreeLLM-Cache"] == "MISS"
         for line in resp.iter_lines():
-            if line.startswith("data: "):
-                break  # got the first frame; close before the terminator
-    sim_control.wait_ended(upstream(sim_control, alpha)[0]["id"])
+            if line.startswith(stop):
+                break
+
+    async def turns_done() -> None:
+        async with asyncio.timeout(10):
+            while gw.state.turns:
+                await asyncio.sleep(0.005)
+
+    gw.run(turns_done())
+
+
+def test_aborted_stream_is_never_stored(make_gateway: MakeGateway, sim_control: SimControl) -> None:
+    gw, alpha = cached_gateway(make_gateway)
+    sim_control.script(alpha, {"chunks": 3, "stall_after": 1})  # the client leaves during the silence
+    leave_stream_at(gw, "data: ")  # the first frame: before the terminator
     assert chat(gw, stream=True).headers["X-FreeLLM-Cache"] == "MISS"
     assert calls(sim_control, alpha) == 2
 
 
 def test_stream_closed_right_after_terminator_is_stored(make_gateway: MakeGateway, sim_control: SimControl) -> None:
-    gw, alpha = cached_gateway(make_gateway)
-    with httpx.Client(timeout=15) as client, client.stream(
-        "POST",
-        f"{gw.v1}/chat/completions",
-        json={"model": "auto", "stream": True, "messages": [{"role": "user", "content": "Say hello."}]},
-        headers=OPENAI_AUTH,
-    ) as resp:
-        for line in resp.iter_lines():
-            if line == "data: [DONE]":
-                break  # close at once
-    sim_control.wait_ended(upstream(sim_control, alpha)[0]["id"])
+    gw, _ = cached_gateway(make_gateway)
+    leave_stream_at(gw, "data: [DONE]")
     assert chat(gw, stream=True).headers["X-FreeLLM-Cache"] == "HIT"
 
 
