@@ -29,13 +29,16 @@ def default_settings(env: Mapping[str, str]) -> Settings:
     return Settings(providers=providers, chain=chain)
 
 
-def resolve_client_keys(settings: Settings, data_dir: Path, env: Mapping[str, str]) -> tuple[list[str], str | None]:
-    """Client keys: the config's, else FREELLM_API_KEY, else one generated once and stored in the data dir.
+def resolve_client_keys(
+    settings: Settings, data_dir: Path, env: Mapping[str, str]
+) -> tuple[list[str] | None, str | None]:
+    """Client keys: the config's (None: the app reads them, profiles included), else FREELLM_API_KEY,
+    else one generated once and stored in the data dir.
 
     Returns the keys and, when the key came from the environment or the data dir, that key (to print).
     """
     if settings.auth.api_keys:
-        return settings.auth.api_keys, None
+        return None, None
     from_env = env.get("FREELLM_API_KEY", "").strip()
     if from_env:
         return [from_env], None

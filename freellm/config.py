@@ -17,16 +17,21 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 __all__ = [
     "AuthConfig",
     "CacheConfig",
+    "ClientKeyConfig",
     "CompressionConfig",
     "CompressionEngineConfig",
     "CompressionMode",
     "ConfigError",
     "FallbackConfig",
     "GeminiSurfaceConfig",
+    "ImagesConfig",
+    "LimitsConfig",
     "ModelConfig",
     "ModelLimits",
+    "ProfileConfig",
     "ProviderConfig",
     "ServerConfig",
+    "SessionsConfig",
     "Settings",
     "StorageConfig",
     "StreamConfig",
@@ -35,6 +40,7 @@ __all__ = [
     "substitute_env",
 ]
 
+_PROFILE_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
@@ -104,22 +110,82 @@ class ServerConfig(_Model):
     header_value_max: int = 256
 
 
+class ClientKeyConfig(_Model):
+    """A client key bound to a profile (docs/profiles.md)."""
+
+    key: str
+    profile: str | None = None
+
+
 class AuthConfig(_Model):
-    api_keys: list[str] = Field(default_factory=list)
+    api_keys: list[str | ClientKeyConfig] = Field(default_factory=list)
+    """Client keys: plain strings, or ``{key, profile}`` objects binding a key to a profile."""
     admin_keys: list[str] = Field(default_factory=list)
     """Keys for the ``/admin/`` routes (never the same as a client key). With none, every ``/admin/``
     route answers 404."""
 
-    @field_validator("api_keys", "admin_keys")
+    @field_validator("api_keys")
+    @classmethod
+    def _drop_empty_client_keys(cls, v: list[str | ClientKeyConfig]) -> list[str | ClientKeyConfig]:
+        return [k for k in v if (k if isinstance(k, str) else k.key).strip()]
+
+    @field_validator("admin_keys")
     @classmethod
     def _drop_empty(cls, v: list[str]) -> list[str]:
         return [k for k in v if k.strip()]
 
+    @property
+    def client_keys(self) -> list[ClientKeyConfig]:
+        """Every client key as ``{key, profile}`` (a plain string is bound to no profile)."""
+        return [ClientKeyConfig(key=k) if isinstance(k, str) else k for k in self.api_keys]
+
     @model_validator(mode="after")
     def _admin_keys_are_not_client_keys(self) -> AuthConfig:
-        if set(self.api_keys) & set(self.admin_keys):
+        if {k.key for k in self.client_keys} & set(self.admin_keys):
             raise ValueError("a key cannot be both a client key (api_keys) and an admin key (admin_keys)")
         return self
+
+
+class ProfileConfig(_Model):
+    """A client profile: its own chain, an enforced system prompt and the models it may ask for."""
+
+    chain: list[str] = Field(default_factory=list)
+    """Routes ``auto`` tries for this profile (empty: the global chain)."""
+    system_prompt: str | None = None
+    system_prompt_mode: Literal["prepend", "replace"] = "prepend"
+    models: list[str] | None = None
+    """Routes (``provider/model``) or bare model ids a bound key may ask for; None: everything."""
+
+
+class SessionsConfig(_Model):
+    """Sticky sessions, context handoff and reasoning memory (docs/sessions.md)."""
+
+    sticky: bool = True
+    context_handoff: Literal["off", "on_model_switch"] = "off"
+    ttl_s: float = Field(default=1800.0, gt=0)
+    """A session is forgotten this long after its last success."""
+    max_sessions: int = Field(default=1000, ge=1)
+    handoff_messages: int = Field(default=12, ge=1)
+    handoff_message_chars: int = Field(default=500, ge=1)
+    handoff_max_chars: int = Field(default=6000, ge=1)
+    reasoning_memory: bool = True
+
+
+class ImagesConfig(_Model):
+    """Image shrink (docs/images.md): ``data:`` images re-encoded before they go upstream."""
+
+    shrink: bool = True
+    max_px: int = Field(default=2048, ge=16)
+    max_bytes: int = Field(default=1_048_576, ge=1)
+    """An image this large (decoded bytes) or larger is re-encoded even within ``max_px``."""
+    jpeg_quality: int = Field(default=90, ge=1, le=100)
+
+
+class LimitsConfig(_Model):
+    request_max_tokens_budget: int = Field(default=0, ge=0)
+    """Input estimate + requested output above this → 413 ``request_token_budget`` (0 = off)."""
+    budget_default_output: int = Field(default=4096, ge=1)
+    """Output cap given to a budgeted request that asked for none: min(remaining budget, this)."""
 
 
 class StorageConfig(_Model):
@@ -283,6 +349,21 @@ class Settings(_Model):
     surfaces: SurfacesConfig = Field(default_factory=SurfacesConfig)
     cache: CacheConfig = Field(default_factory=CacheConfig)
     compression: CompressionConfig = Field(default_factory=CompressionConfig)
+    profiles: dict[str, ProfileConfig] = Field(default_factory=dict)
+    sessions: SessionsConfig = Field(default_factory=SessionsConfig)
+    images: ImagesConfig = Field(default_factory=ImagesConfig)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
+
+    @model_validator(mode="after")
+    def _profiles_exist(self) -> Settings:
+        for i, k in enumerate(self.auth.client_keys):
+            if k.profile is not None and k.profile not in self.profiles:
+                known = ", ".join(sorted(self.profiles)) or "none"
+                raise ValueError(f"auth.api_keys.{i}: unknown profile {k.profile!r} (profiles: {known})")
+        for name in self.profiles:
+            if not _PROFILE_NAME.fullmatch(name):
+                raise ValueError(f"profiles: {name!r} is not a valid profile name (letters, digits, '-', '_')")
+        return self
 
     @field_validator("providers")
     @classmethod

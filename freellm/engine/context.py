@@ -56,6 +56,15 @@ class RequestContext:
     """``X-FreeLLM-Compress`` as sent."""
     counting: bool = False
     """A count-tokens request: compressed like a real one, but not counted in the compression stats."""
+    client_id: str | None = None
+    """Non-secret fingerprint of the client key that authenticated the request."""
+    bound_profile: str | None = None
+    """The profile the client key is bound to (``auth.api_keys: [{key, profile}]``)."""
+    session_header: str | None = None
+    """``X-Session-Id`` as sent (validated by the session stage, never echoed)."""
+    output_limit_asked: bool | None = None
+    """Whether the client asked for an output limit; None: ``max_tokens`` tells (a surface that fills
+    in its own default sets False)."""
     # -- outputs of the pipeline ------------------------------------------------------------------------
     compression: CompressionReport | None = None
     """Set when compression looked at the request."""
@@ -63,6 +72,27 @@ class RequestContext:
     """``HIT`` | ``MISS`` | ``BYPASS`` when the cache took part, else None (no header)."""
     cache_key: str | None = None
     """Set on a miss: where a complete answer is stored."""
+    profile: str | None = None
+    """The profile whose chain and prompt the request uses (bound, or ``auto:NAME``)."""
+    image_bytes: tuple[int, int] | None = None
+    """(decoded bytes of every ``data:`` image before, after) when the image stage looked at any."""
+    session_status: str | None = None
+    """``sticky`` | ``new`` for a request with a session key (the ``X-FreeLLM-Session`` header)."""
+    handoff: str | None = None
+    """``<previous route> → <new route>`` when a context-handoff message was inserted."""
+
+    def log_extra(self) -> dict[str, object]:
+        """What the pipeline did, for the request-log row (only what happened)."""
+        extra: dict[str, object] = dict(self.pipeline_headers())
+        if self.profile is not None:
+            extra["profile"] = self.profile
+        if self.session_status is not None:
+            extra["session"] = self.session_status
+        if self.handoff is not None:
+            extra["handoff"] = self.handoff
+        if self.image_bytes is not None:
+            extra["image_bytes"] = list(self.image_bytes)
+        return extra
 
     def pipeline_headers(self) -> dict[str, str]:
         """``X-FreeLLM-Compress`` and ``X-FreeLLM-Cache`` for every response to this request."""

@@ -14,7 +14,7 @@ from aiohttp import web
 
 from freellm.cache.store import ResponseCache
 from freellm.compression import Compressor
-from freellm.config import Settings
+from freellm.config import ClientKeyConfig, Settings
 from freellm.engine.fallback import FallbackLoop
 from freellm.engine.pipeline.build import build_pipeline
 from freellm.engine.turn import Engine
@@ -22,6 +22,7 @@ from freellm.providers.registry import build_providers
 from freellm.routing.catalog import Catalog
 from freellm.routing.router import Router
 from freellm.server import routes
+from freellm.server.auth import ClientKeys
 from freellm.server.middleware import IPRateLimiter, edge_middleware
 from freellm.server.state import GATEWAY, Gateway
 from freellm.store.factory import create_store
@@ -44,7 +45,9 @@ def create_app(
         middlewares=[edge_middleware],
         client_max_size=int(settings.server.body_limit_mb * 1024 * 1024),
     )
-    keys = client_keys if client_keys is not None else settings.auth.api_keys
+    keys = (
+        [ClientKeyConfig(key=k) for k in client_keys] if client_keys is not None else settings.auth.client_keys
+    )
 
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
         data_dir = settings.storage.path or default_data_dir()
@@ -70,7 +73,7 @@ def create_app(
             catalog=catalog,
             router=router,
             engine=engine,
-            client_keys=[k.encode() for k in keys],
+            client_keys=ClientKeys(keys),
             admin_keys=[k.encode() for k in settings.auth.admin_keys],
             cache=cache,
             compressor=compressor,

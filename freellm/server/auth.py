@@ -2,11 +2,47 @@
 
 from __future__ import annotations
 
+import hashlib
 import hmac
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from aiohttp import web
 
-__all__ = ["extract_admin_key", "extract_api_key", "key_matches"]
+from freellm.config import ClientKeyConfig
+
+__all__ = ["Client", "ClientKeys", "extract_admin_key", "extract_api_key", "key_matches"]
+
+
+@dataclass(frozen=True, slots=True)
+class Client:
+    """Who is asking: which configured key (never the secret) and the profile it is bound to."""
+
+    key_id: str
+    """A stable, non-secret fingerprint of the key: scopes sessions so two users never share one."""
+    profile: str | None
+
+
+class ClientKeys:
+    """The configured client keys, matched in constant time (every key compared, no early exit)."""
+
+    def __init__(self, keys: Sequence[ClientKeyConfig]) -> None:
+        self._secrets = [k.key.encode() for k in keys]
+        self._clients = [
+            Client(hashlib.sha256(k.key.encode()).hexdigest()[:16], k.profile) for k in keys
+        ]
+
+    @property
+    def secrets(self) -> list[bytes]:
+        return self._secrets
+
+    def match(self, candidate: str) -> Client | None:
+        given = candidate.encode()
+        found = -1
+        for i, key in enumerate(self._secrets):
+            if hmac.compare_digest(given, key):
+                found = i
+        return self._clients[found] if found >= 0 else None
 
 
 def extract_api_key(request: web.Request) -> str | None:

@@ -11,9 +11,9 @@ from collections.abc import Awaitable, Callable
 from aiohttp import web
 
 from freellm.errors import ClientError, Exhausted
-from freellm.server.auth import extract_admin_key, extract_api_key, key_matches
+from freellm.server.auth import ClientKeys, extract_admin_key, extract_api_key, key_matches
 from freellm.server.errors import ErrorBody, error_response, error_style_for
-from freellm.server.state import BASE_HEADERS, GATEWAY, REQUEST_ID
+from freellm.server.state import BASE_HEADERS, CLIENT, GATEWAY, REQUEST_ID
 from freellm.surfaces.gemini_wire.clients import GEMINI_PREFIXES, is_gemini_client, query_key_allowed
 
 __all__ = ["IPRateLimiter", "edge_middleware"]
@@ -73,13 +73,13 @@ def _error_style(request: web.Request) -> ErrorBody:
 ADMIN_PREFIX = "/admin/"
 
 
-def _check_admin(request: web.Request, admin_keys: list[bytes], client_keys: list[bytes]) -> None:
+def _check_admin(request: web.Request, admin_keys: list[bytes], client_keys: ClientKeys) -> None:
     """``/admin/...`` takes only an admin key (never a client key); with none configured the routes do
     not exist — 404 whatever key is sent, so a scan learns nothing."""
     if not admin_keys:
         raise ClientError(404, "Not found.", code="not_found")
     key = extract_admin_key(request)
-    if key is None or not key_matches(key, admin_keys) or key_matches(key, client_keys):
+    if key is None or not key_matches(key, admin_keys) or client_keys.match(key) is not None:
         raise ClientError(401, "Invalid admin key", type="authentication_error", code="invalid_admin_key")
 
 
@@ -113,8 +113,10 @@ async def edge_middleware(request: web.Request, handler: Handler) -> web.StreamR
             _check_admin(request, gw.admin_keys, gw.client_keys)
         elif path not in _PUBLIC_PATHS:
             key = extract_api_key(request) or _query_key(request)
-            if key is None or not key_matches(key, gw.client_keys):
+            client = gw.client_keys.match(key) if key is not None else None
+            if client is None:
                 raise ClientError(401, "Invalid API key", type="authentication_error", code="invalid_api_key")
+            request[CLIENT] = client
         response = await handler(request)
     except (ClientError, Exhausted) as exc:
         response = error_response(exc, extra, _error_style(request))

@@ -16,12 +16,13 @@ from freellm.config import Settings
 from freellm.engine.turn import Engine
 from freellm.routing.catalog import Catalog
 from freellm.routing.router import Router
+from freellm.server.auth import Client, ClientKeys
 from freellm.store.base import StateStore
 
 if TYPE_CHECKING:
     from freellm.server.middleware import IPRateLimiter
 
-__all__ = ["BASE_HEADERS", "GATEWAY", "REQUEST_ID", "Gateway"]
+__all__ = ["BASE_HEADERS", "CLIENT", "GATEWAY", "REQUEST_ID", "Gateway"]
 
 
 @dataclass(slots=True)
@@ -33,7 +34,7 @@ class Gateway:
     catalog: Catalog
     router: Router
     engine: Engine
-    client_keys: list[bytes]
+    client_keys: ClientKeys
     ip_limiter: IPRateLimiter
     cache: ResponseCache
     compressor: Compressor
@@ -67,5 +68,7 @@ GATEWAY = web.AppKey("gateway", Gateway)
 
 REQUEST_ID = web.RequestKey("request_id", str)
 """The request id (echoed ``X-Request-ID`` or generated), set by the edge middleware."""
+CLIENT = web.RequestKey("client", Client)
+"""Which client key authenticated the request (absent on public and admin paths)."""
 BASE_HEADERS = web.RequestKey("base_headers", dict[str, str])
 """Headers every response on this request carries (request id, rate-limit window), set at the edge."""

@@ -27,7 +27,7 @@ from freellm.engine.pipeline import Replay
 from freellm.errors import ClientError, Exhausted
 from freellm.server.headers import routing_headers
 from freellm.server.sinks import STREAM_HEADERS, CollectSink, StreamRenderer, StreamSink
-from freellm.server.state import BASE_HEADERS, GATEWAY, REQUEST_ID, Gateway
+from freellm.server.state import BASE_HEADERS, CLIENT, GATEWAY, REQUEST_ID, Gateway
 from freellm.store.base import RequestLogRow
 
 __all__ = ["counted_request", "new_context", "respond_turn"]
@@ -42,6 +42,7 @@ def new_context(
     request: web.Request, surface: str, *, cache_variant: str | None = None, compressible: bool = False
 ) -> RequestContext:
     headers = request.headers
+    client = request.get(CLIENT)
     return RequestContext(
         request_id=request[REQUEST_ID],
         surface=surface,
@@ -52,6 +53,9 @@ def new_context(
         cache_header=headers.get("X-FreeLLM-Cache"),
         cache_control=headers.get("Cache-Control"),
         compress_header=headers.get("X-FreeLLM-Compress"),
+        client_id=client.key_id if client is not None else None,
+        bound_profile=client.profile if client is not None else None,
+        session_header=headers.get("X-Session-Id"),
     )
 
 
@@ -236,7 +240,7 @@ async def _log(
         tokens_out=outcome.tokens_out if outcome is not None else 0,
         error_class=trail[-1].error_class if trail and result != "success" else None,
         outcome=result,
-        extra=ctx.pipeline_headers() if ctx.cache_status is not None or ctx.compression is not None else {},
+        extra=ctx.log_extra(),
     )
     try:
         await gw.store.log_request(row)
