@@ -360,9 +360,15 @@ class Settings(_Model):
             if k.profile is not None and k.profile not in self.profiles:
                 known = ", ".join(sorted(self.profiles)) or "none"
                 raise ValueError(f"auth.api_keys.{i}: unknown profile {k.profile!r} (profiles: {known})")
-        for name in self.profiles:
+        labels = {f"{p.name}/{m.id}".lower() for p in self.providers for m in p.models}
+        ids = {m.id.lower() for p in self.providers for m in p.models}
+        for name, profile in self.profiles.items():
             if not _PROFILE_NAME.fullmatch(name):
                 raise ValueError(f"profiles: {name!r} is not a valid profile name (letters, digits, '-', '_')")
+            for entry in profile.chain:
+                key = entry.strip().lower()
+                if key not in labels and key.replace(":", "/", 1) not in labels and key not in ids:
+                    raise ValueError(f"profiles.{name}.chain: unknown route {entry!r} (not a provider/model or model id)")
         return self
 
     @field_validator("providers")

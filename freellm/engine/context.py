@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from freellm.core.chunks import Chunk
 from freellm.errors import TrailEntry, UpstreamError
@@ -80,6 +80,20 @@ class RequestContext:
     """``sticky`` | ``new`` for a request with a session key (the ``X-FreeLLM-Session`` header)."""
     handoff: str | None = None
     """``<previous route> → <new route>`` when a context-handoff message was inserted."""
+    session_key: str | None = None
+    """The conversation's session (set by the session stage when it has one)."""
+    sticky_route: str | None = None
+    """The route that last served this conversation, tried first (sticky sessions)."""
+    session_doc: dict[str, Any] | None = None
+    """The session as it was before this turn (see :mod:`freellm.routing.sessions`)."""
+
+    def session_reply_header(self, served: str) -> dict[str, str]:
+        """``X-FreeLLM-Session`` for a success served by ``served``: ``sticky`` when the remembered route
+        served it, else ``new``; nothing without a session."""
+        if self.session_key is None:
+            return {}
+        self.session_status = "sticky" if served == self.sticky_route else "new"
+        return {"X-FreeLLM-Session": self.session_status}
 
     def log_extra(self) -> dict[str, object]:
         """What the pipeline did, for the request-log row (only what happened)."""

@@ -3,9 +3,11 @@
 Pure and sans-IO (architecture rule 1): :meth:`StreamPump.feed` takes one canonical upstream chunk and
 returns the chunks to send to the client *now*; :meth:`StreamPump.finish` closes the turn. The pump
 decides the **commit point** — nothing is returned until the first real payload (non-empty content),
-so any failure before it can still be retried on another route invisibly. Role, keep-alive and
-reasoning-only chunks wait in a preamble; tool-call deltas are accumulated and emitted once, complete;
-usage is remembered wherever it lands and emitted once, after our own finish chunk.
+so any failure before it can still be retried on another route invisibly. Role, keep-alive,
+reasoning-only and signature-only (``reasoning_signature``) chunks wait in a preamble; tool-call deltas
+are accumulated and emitted once, complete; usage is remembered wherever it lands and emitted once,
+after our own finish chunk. A reasoning signature is never text: it is passed on (in its chunk) for the
+surfaces whose wire has a place for it and accumulated into :attr:`PumpResult.reasoning_signature`.
 
 Failures are raised as :class:`UpstreamError`; whether that means failover (not committed) or an
 in-band error frame (committed) is the driver's call, based on :attr:`StreamPump.committed`.
@@ -108,6 +110,10 @@ class PumpResult:
 
     text: str = ""
     reasoning: str = ""
+    reasoning_signature: str = ""
+    """The upstream's signature over :attr:`reasoning` (Anthropic thinking, Gemini thought parts): the
+    one signature the turn's chunks carried, or ``""`` when there was none or the turn carried several
+    different ones (or an empty one), since a single reasoning text cannot be replayed under two."""
     tool_calls: list[ToolCall] = field(default_factory=list)
     finish_reason: str = "stop"
     usage: dict[str, Any] | None = None
@@ -136,6 +142,7 @@ class StreamPump:
         "_repair",
         "_rescue",
         "_result_calls",
+        "_signature",
         "_text_len",
         "_think",
         "_tool_names",
@@ -185,6 +192,7 @@ class StreamPump:
         self._parts: list[str] = []  # text already sent (passthrough)
         self._text_len = 0
         self._reasoning: list[str] = []
+        self._signature: str | None = None  # None: none seen yet; "" once unusable
         self._preamble: list[Chunk] = []
         self._acc: dict[int, list[str]] = {}  # index -> [id, name, arguments]
         self._finish: str | None = None
@@ -226,6 +234,12 @@ class StreamPump:
         if reasoning:
             self._reasoning.append(reasoning)
             self.first_token = True
+        signature = delta.get("reasoning_signature")
+        if isinstance(signature, str):
+            # Not a token: it never commits the stream nor sets first_token by itself.
+            self._note_signature(signature)
+        else:
+            signature = None
         content = delta.get("content")
         if content and not isinstance(content, str):
             content = _flatten_content(content)
@@ -233,7 +247,7 @@ class StreamPump:
         if content and self._think is not None:
             content = self._split_think(chunk, delta, content)
         if not content:
-            if reasoning or "role" in delta:
+            if reasoning or signature is not None or "role" in delta:
                 if self.committed:
                     return [chunk]
                 self._preamble.append(chunk)
@@ -246,17 +260,25 @@ class StreamPump:
             return [chunk]
         if mode != "undecided":  # dialect, hold
             self._held_parts.append(content)
-            if reasoning or "role" in delta:
+            if reasoning or signature is not None or "role" in delta:
                 self._keep_rest(chunk, delta)
             return []
         self._held += content
         out = self._decide(chunk, delta)
-        if not out and (reasoning or "role" in delta):
+        if not out and (reasoning or signature is not None or "role" in delta):
             self._keep_rest(chunk, delta)
         return out
 
+    def _note_signature(self, signature: str) -> None:
+        """One signature per turn: the first one, unless another (or an empty one) comes after it."""
+        if self._signature is None:
+            self._signature = signature
+        elif signature != self._signature:
+            self._signature = ""
+
     def _keep_rest(self, chunk: Chunk, delta: dict[str, Any]) -> None:
-        """The chunk's text is held: its role / reasoning still go out (first) with the preamble."""
+        """The chunk's text is held: its role / reasoning / signature still go out (first) with the
+        preamble."""
         del delta["content"]
         self._preamble.append(chunk)
 
@@ -435,6 +457,7 @@ class StreamPump:
         return PumpResult(
             text="".join(self._parts),
             reasoning="".join(self._reasoning),
+            reasoning_signature=self._signature or "",
             tool_calls=calls,
             finish_reason=self._final_reason(calls),
             usage=self.usage,

@@ -32,6 +32,11 @@ class Engine:
         """Run the pre-routing pipeline: the request to route, or a cached answer that ends the turn."""
         return await self.pipeline.run(ctx, req)
 
+    async def after_turn(self, ctx: RequestContext, draft: Draft, outcome: TurnOutcome) -> None:
+        """What the pipeline remembers of a successful turn (sessions); never fails the reply."""
+        if outcome.committed_error is None:
+            await self.pipeline.after_turn(ctx, draft, outcome)
+
     async def compress_only(self, ctx: RequestContext, req: ChatRequest) -> ChatRequest:
         """The request as compression would send it upstream (for the count-tokens routes)."""
         draft = await self.pipeline.run(ctx, req, only=_COMPRESS_ONLY)
@@ -42,11 +47,9 @@ class Engine:
         """Route and run the fallback loop. A bare request (no pipeline run) is planned and gated here."""
         draft = turn if isinstance(turn, Draft) else Draft(turn)
         if draft.plan is None or draft.needs is None:
-            draft = plan_draft(draft, self.settings, self.router)
+            draft = plan_draft(draft, self.settings, self.router, ctx.profile)
         assert draft.plan is not None and draft.needs is not None
-        req = draft.req
-
         async def attempt(a: Attempt) -> TurnOutcome:
-            return await drive_attempt(a, req, sink, self.settings)
+            return await drive_attempt(a, draft.request_for(a.route), sink, self.settings)
 
         return await self.loop.run(ctx, draft.plan, draft.needs, attempt)

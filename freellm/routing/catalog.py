@@ -77,6 +77,11 @@ class Catalog:
                 self.by_label[route.label.lower()] = route
                 self.groups.setdefault(m.id.lower(), []).append(route)
         self.chain: list[ModelRoute] = self._resolve_chain(settings.chain)
+        self.profiles = settings.profiles
+        self.profile_chains: dict[str, list[ModelRoute]] = {
+            name: self._resolve_chain(p.chain) if p.chain else self.chain for name, p in settings.profiles.items()
+        }
+        """Profile name → the routes its ``auto`` (``auto:NAME``) tries."""
 
     def _resolve_chain(self, chain: list[str]) -> list[ModelRoute]:
         """The routes ``auto`` tries, in order: enabled ones only (a disabled model is never routed)."""
@@ -91,6 +96,10 @@ class Catalog:
                 out.extend(self.groups.get(entry.lower(), []))
         return [r for r in {r.label: r for r in out}.values() if r.enabled]
 
+    def is_pin(self, requested: str) -> bool:
+        """``provider/model`` (or ``provider:model``): a hard pin, never reordered by a session."""
+        return self._pinned(requested.strip()) is not None
+
     def _pinned(self, name: str) -> ModelRoute | None:
         key = name.lower()
         route = self.by_label.get(key)
@@ -99,11 +108,23 @@ class Catalog:
             route = self.by_label.get(f"{provider}/{model}")
         return route
 
-    def resolve(self, requested: str) -> tuple[str, list[ModelRoute]]:
-        """Map a requested model name to its candidate routes: (strategy key, routes in order)."""
+    def resolve(self, requested: str, profile: str | None = None) -> tuple[str, list[ModelRoute]]:
+        """Map a requested model name to its candidate routes: (strategy key, routes in order).
+
+        ``auto`` follows ``profile``'s chain when one applies; ``auto:NAME`` names profile NAME's chain
+        (an unknown NAME is a 404)."""
         name = requested.strip()
         if not name or name.lower() in (AUTO, "auto:"):
+            if profile is not None:
+                return f"{AUTO}:{profile}", self.profile_chains[profile]
             return AUTO, self.chain
+        if name.lower().startswith("auto:"):
+            wanted = name[5:]
+            if wanted in self.profile_chains:
+                return f"{AUTO}:{wanted}", self.profile_chains[wanted]
+            raise ClientError(
+                404, f"There is no profile `{wanted}` (model `{name}`).", code="model_not_found", param="model"
+            )
         pinned = self._pinned(name)
         if pinned is not None:
             return pinned.label, self._enabled_or_404(name, [pinned])

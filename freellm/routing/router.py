@@ -24,6 +24,8 @@ __all__ = ["Needs", "Pick", "Plan", "Router", "SkipSets"]
 class Plan:
     strategy_key: str
     routes: list[ModelRoute]
+    pinned: bool = False
+    """A hard pin (``provider/model``): nothing may reorder or override it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,10 +64,10 @@ class Router:
     def provider(self, name: str) -> Provider:
         return self._providers[name]
 
-    def plan(self, requested: str) -> Plan:
+    def plan(self, requested: str, profile: str | None = None) -> Plan:
         """Resolve the requested model (raises ClientError 404 for unknown or disabled models)."""
-        strategy, routes = self.catalog.resolve(requested)
-        return Plan(strategy, routes)
+        strategy, routes = self.catalog.resolve(requested, profile)
+        return Plan(strategy, routes, pinned=self.catalog.is_pin(requested))
 
     def order(self, plan: Plan) -> list[ModelRoute]:
         return plan.routes

@@ -21,6 +21,7 @@ from freellm.engine.turn import Engine
 from freellm.providers.registry import build_providers
 from freellm.routing.catalog import Catalog
 from freellm.routing.router import Router
+from freellm.routing.sessions import SessionMemory
 from freellm.server import routes
 from freellm.server.auth import ClientKeys
 from freellm.server.middleware import IPRateLimiter, edge_middleware
@@ -63,7 +64,8 @@ def create_app(
         cache = ResponseCache(settings.cache, store)
         await cache.open()
         compressor = Compressor(settings.compression, filters_dir=settings.compression.filters_dir or data_dir / "filters")
-        pipeline = build_pipeline(settings, router, compressor=compressor, cache=cache)
+        sessions = SessionMemory(settings.sessions, store)
+        pipeline = build_pipeline(settings, router, compressor=compressor, cache=cache, sessions=sessions)
         engine = Engine(settings, router, FallbackLoop(settings, router, store), pipeline)
         app[GATEWAY] = Gateway(
             settings=settings,

@@ -10,7 +10,7 @@ from aiohttp import web
 from freellm import admin
 from freellm.core.request import parse_chat_request
 from freellm.server.body import read_json
-from freellm.server.state import BASE_HEADERS, GATEWAY
+from freellm.server.state import BASE_HEADERS, CLIENT, GATEWAY
 from freellm.server.turn_http import respond_turn
 from freellm.surfaces import anthropic_messages, gemini, openai_completions, openai_responses
 from freellm.surfaces.openai_chat import ChatRenderer, chat_completion_body
@@ -90,7 +90,24 @@ async def list_models(request: web.Request) -> web.Response:
         "unavailable_reason": None,
         "providers": [r.label for r in catalog.chain],
     }
-    entries = [auto, *data]
+    client = request.get(CLIENT)
+    bound = client.profile if client is not None else None
+    profiles = [bound] if bound is not None else list(catalog.profile_chains)
+    profile_entries: list[dict[str, Any]] = []
+    for name in profiles:
+        chain = catalog.profile_chains[name]
+        entries_ctx = [r.context_window for r in chain if r.context_window and catalog.keys.get(r.provider)]
+        profile_entries.append(
+            {
+                **auto,
+                "id": f"auto:{name}",
+                "context_window": max(entries_ctx) if entries_ctx else None,
+                "context_length": max(entries_ctx) if entries_ctx else None,
+                "available": any(catalog.keys.get(r.provider) for r in chain),
+                "providers": [r.label for r in chain],
+            }
+        )
+    entries = [auto, *profile_entries, *data]
     if only_available:
         entries = [e for e in entries if e["available"]]
     return web.json_response({"object": "list", "data": entries}, headers=request[BASE_HEADERS])

@@ -13,7 +13,7 @@ nothing booked, the request logged as canceled.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from aiohttp import web
@@ -51,10 +51,13 @@ class StreamSink:
         detail_header: bool,
         header_max: int,
         recorder: StreamRecorder | None = None,
+        commit_headers: Callable[[str], dict[str, str]] | None = None,
     ) -> None:
-        """``recorder``: only for a request the cache may store; it sees every byte written."""
+        """``recorder``: only for a request the cache may store; it sees every byte written.
+        ``commit_headers``: more headers for the route that commits (its label), e.g. the session's."""
         self._request = request
         self._recorder = recorder
+        self._commit_headers = commit_headers
         self._renderer = renderer
         self._base_headers = base_headers
         self._detail = detail_header
@@ -69,6 +72,8 @@ class StreamSink:
             **STREAM_HEADERS,
             **routing_headers(attempt.route.label, attempt.trail, detail=self._detail, max_len=self._header_max),
         }
+        if self._commit_headers is not None:
+            headers.update(self._commit_headers(attempt.route.label))
         response = web.StreamResponse(status=200, headers=headers)
         self.committed = True
         await _to_client(response.prepare(self._request))

@@ -23,7 +23,7 @@ from freellm.cache.recorder import StreamRecorder
 from freellm.cache.store import CachedReply
 from freellm.core.request import ChatRequest
 from freellm.engine.context import RequestContext, TurnOutcome
-from freellm.engine.pipeline import Replay
+from freellm.engine.pipeline import Draft, Replay
 from freellm.errors import ClientError, Exhausted
 from freellm.server.headers import routing_headers
 from freellm.server.sinks import STREAM_HEADERS, CollectSink, StreamRenderer, StreamSink
@@ -82,11 +82,14 @@ async def respond_turn(
     on_complete: OnComplete | None = None,
     cache_variant: str | None = None,
     compressible: bool = True,
+    output_limit_asked: bool | None = None,
 ) -> web.StreamResponse:
     """``cache_variant``: what besides the canonical request changes this surface's bytes; None keeps
-    the request out of the cache. ``compressible``: the compression stage may rewrite the messages."""
+    the request out of the cache. ``compressible``: the compression stage may rewrite the messages.
+    ``output_limit_asked``: False when ``max_tokens`` is the surface's own default, not the client's."""
     gw = request.app[GATEWAY]
     ctx = new_context(request, surface, cache_variant=cache_variant, compressible=compressible)
+    ctx.output_limit_asked = output_limit_asked
     settings = gw.settings
     edge_headers: dict[str, str] = request[BASE_HEADERS]
     detail = settings.fallback.expose_detail_header
@@ -110,10 +113,18 @@ async def respond_turn(
         if req.stream:
             recorder = StreamRecorder(settings.cache.stream_max_bytes) if ctx.cache_key is not None else None
             sink = StreamSink(
-                request, renderer, base_headers, detail_header=detail, header_max=header_max, recorder=recorder
+                request,
+                renderer,
+                base_headers,
+                detail_header=detail,
+                header_max=header_max,
+                recorder=recorder,
+                commit_headers=ctx.session_reply_header,
             )
             try:
                 outcome = await gw.engine.run_turn(ctx, prepared, sink)
+                if outcome.committed_error is None:
+                    await _after_turn(gw, ctx, prepared, outcome)
                 if on_complete is not None and outcome.committed_error is None:
                     await on_complete(outcome)
                 if recorder is not None:
@@ -133,6 +144,7 @@ async def respond_turn(
             assert sink.response is not None
             return sink.response
         outcome = await gw.engine.run_turn(ctx, prepared, CollectSink())
+        await _after_turn(gw, ctx, prepared, outcome)
         body = orjson.dumps(render_completion(outcome))
         if on_complete is not None:
             await on_complete(outcome)
@@ -145,9 +157,11 @@ async def respond_turn(
                 tokens=outcome.tokens_in + outcome.tokens_out,
                 route=outcome.attempt.route.label,
             )
+        served = outcome.attempt.route.label
         reply_headers = {
             **base_headers,
-            **routing_headers(outcome.attempt.route.label, outcome.trail, detail=detail, max_len=header_max),
+            **routing_headers(served, outcome.trail, detail=detail, max_len=header_max),
+            **ctx.session_reply_header(served),
         }
         return web.Response(body=body, content_type=_JSON, headers=reply_headers)
     except (ClientError, Exhausted) as exc:
@@ -168,6 +182,14 @@ async def respond_turn(
 
 
 _JSON = "application/json"
+
+
+async def _after_turn(gw: Gateway, ctx: RequestContext, draft: Draft, outcome: TurnOutcome) -> None:
+    """The pipeline's memory of a success (sessions). A failure here is logged, never the client's."""
+    try:
+        await gw.engine.after_turn(ctx, draft, outcome)
+    except Exception:
+        log.exception("could not record the session of %s", ctx.request_id)
 
 
 async def _replay(request: web.Request, reply: CachedReply, base_headers: dict[str, str]) -> web.StreamResponse:

@@ -152,6 +152,14 @@ class StateStore(Protocol):
     async def delete_response(self, response_id: str, now: float) -> bool:
         """Remove a stored response; False when there was none (or it had expired)."""
 
+    # -- conversation sessions (sticky route, handoff memory, reasoning memory) ------------------------
+    async def get_session(self, key: str, now: float) -> dict[str, Any] | None:
+        """The live session document, or None (unknown or expired). Treat it as read-only."""
+
+    async def put_session(self, key: str, doc: dict[str, Any], expires_at: float, max_sessions: int) -> None:
+        """Store (or replace) a session until ``expires_at``, keeping at most ``max_sessions`` (the least
+        recently stored go first). ``doc`` must be JSON-ready and is not copied."""
+
     # -- response cache: stored non-stream reply bodies -----------------------------------------------
     # The cache service keeps its LRU (and the stream replays, which are never persisted) in memory;
     # the store only makes the JSON entries outlive a restart.

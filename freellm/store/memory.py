@@ -151,6 +151,8 @@ class MemoryStore:
         self._responses: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
         """response id → (expires_at, document), oldest stored first."""
         self._response_cap = max(1, response_cap)
+        self._sessions: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
+        """session key → (expires_at, document), least recently stored first."""
         self._cached: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
         """cache key → (expires_at, entry), least recently stored first."""
 
@@ -375,6 +377,23 @@ class MemoryStore:
     async def delete_response(self, response_id: str, now: float) -> bool:
         entry = self._responses.pop(response_id, None)
         return entry is not None and entry[0] > now
+
+    # -- sessions (memory only on every default backend: they live for minutes) ----------------------
+    async def get_session(self, key: str, now: float) -> dict[str, Any] | None:
+        entry = self._sessions.get(key)
+        if entry is None:
+            return None
+        if entry[0] <= now:
+            del self._sessions[key]
+            return None
+        return entry[1]
+
+    async def put_session(self, key: str, doc: dict[str, Any], expires_at: float, max_sessions: int) -> None:
+        sessions = self._sessions
+        sessions[key] = (expires_at, doc)
+        sessions.move_to_end(key)
+        while len(sessions) > max(1, max_sessions):
+            sessions.popitem(last=False)
 
     # -- response cache -------------------------------------------------------------------------------
     async def put_cached(self, key: str, doc: dict[str, Any], expires_at: float) -> None:

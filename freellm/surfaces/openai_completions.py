@@ -386,7 +386,8 @@ async def completions(request: web.Request) -> web.StreamResponse:
         renderer=CompletionsRenderer(include_usage=req.stream and req.include_usage, echo_prompt=echo),
         render_completion=lambda outcome: completion_body(outcome, echo_prompt=echo),
         cache_variant="echo" if echo is not None else "",
-        compressible=False,  # the prompt is code around a cursor: rewriting it would change the completion
+        compressible=False,
+        output_limit_asked=creq.max_tokens is not None and creq.max_tokens > 0,  # the prompt is code around a cursor: rewriting it would change the completion
     )
 
 

@@ -15,7 +15,7 @@ hooks on the outcome in the server layer, never in the pump.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -24,6 +24,8 @@ from freellm.engine.context import RequestContext
 
 if TYPE_CHECKING:
     from freellm.cache.store import CachedReply
+    from freellm.engine.context import TurnOutcome
+    from freellm.routing.catalog import ModelRoute
     from freellm.routing.router import Needs, Plan
 
 __all__ = ["Draft", "Pipeline", "Replay", "Stage"]
@@ -36,6 +38,12 @@ class Draft:
     req: ChatRequest
     plan: Plan | None = None
     needs: Needs | None = None
+    for_route: Callable[[ModelRoute], ChatRequest] | None = None
+    """The request one route gets, when it depends on the route (context handoff, reasoning memory):
+    always derived from ``req``, so a failover never stacks one attempt's changes on another's."""
+
+    def request_for(self, route: ModelRoute) -> ChatRequest:
+        return self.req if self.for_route is None else self.for_route(route)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +57,12 @@ class Stage(Protocol):
     name: str
 
     async def __call__(self, ctx: RequestContext, draft: Draft) -> Draft | Replay: ...
+
+
+class AfterTurn(Protocol):
+    """A stage that also remembers something once a turn succeeded (sessions)."""
+
+    async def after_turn(self, ctx: RequestContext, draft: Draft, outcome: TurnOutcome) -> None: ...
 
 
 class Pipeline:
@@ -73,3 +87,10 @@ class Pipeline:
                 return result
             draft = result
         return draft
+
+    async def after_turn(self, ctx: RequestContext, draft: Draft, outcome: TurnOutcome) -> None:
+        """Every stage's hook on a successful turn (the outcome carries no in-band error)."""
+        for stage in self.stages:
+            hook = getattr(stage, "after_turn", None)
+            if hook is not None:
+                await hook(ctx, draft, outcome)

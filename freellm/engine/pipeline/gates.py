@@ -17,9 +17,9 @@ from freellm.routing.router import Needs, Router
 __all__ = ["GatesStage", "plan_draft"]
 
 
-def plan_draft(draft: Draft, settings: Settings, router: Router) -> Draft:
+def plan_draft(draft: Draft, settings: Settings, router: Router, profile: str | None = None) -> Draft:
     req = draft.req
-    plan = router.plan(req.requested_model)
+    plan = router.plan(req.requested_model, profile)
     routing = settings.routing
     needs = Needs(
         estimate=routing_estimate(
@@ -47,4 +47,4 @@ class GatesStage:
         self._router = router
 
     async def __call__(self, ctx: RequestContext, draft: Draft) -> Draft:
-        return plan_draft(draft, self._settings, self._router)
+        return plan_draft(draft, self._settings, self._router, ctx.profile)

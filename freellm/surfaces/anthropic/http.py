@@ -49,6 +49,7 @@ async def messages(request: web.Request) -> web.StreamResponse:
         render_completion=render,
         headers={"request-id": request[REQUEST_ID]},
         cache_variant=f"model={echo}",
+        output_limit_asked=wire.max_tokens is not None and wire.max_tokens > 0,
     )
 
 

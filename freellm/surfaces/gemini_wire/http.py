@@ -112,7 +112,13 @@ async def _generate(request: web.Request, model: str, *, stream: bool) -> web.St
         renderer=renderer,
         render_completion=render,
         cache_variant=f"sse={sse};model={model_version};thoughts={thoughts}",
+        output_limit_asked=_asked_output(wire),
     )
+
+
+def _asked_output(wire: GenerateContentRequest) -> bool:
+    gc = wire.generation_config
+    return gc is not None and gc.max_output_tokens is not None and gc.max_output_tokens > 0
 
 
 async def _count_tokens(request: web.Request) -> web.Response:
