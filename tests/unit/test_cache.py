@@ -241,9 +241,15 @@ def pipeline_names(**settings: Any) -> tuple[str, ...]:
     router = Router(s, Catalog(s), {}, MemoryStore())
     cache = ResponseCache(s.cache, MemoryStore())
     compressor = Compressor(s.compression, filters_dir=Path("/nonexistent"))
-    return build_pipeline(s, router, compressor=compressor, cache=cache).names
+    return build_pipeline(s, router, compressor=compressor, cache=cache).names  # no session memory given
 
 
 def test_pipeline_order_and_off_means_absent() -> None:
-    assert pipeline_names() == ("gates", "cache")
-    assert pipeline_names(compression={"mode": "lossless"}) == ("compress", "gates", "cache")
+    assert pipeline_names() == ("images", "gates", "cache")
+    assert pipeline_names(compression={"mode": "lossless"}) == ("compress", "images", "gates", "cache")
+    everything = pipeline_names(
+        compression={"mode": "standard"},
+        profiles={"team": {"system_prompt": "Be brief."}},
+        limits={"request_max_tokens_budget": 10_000},
+    )
+    assert everything == ("compress", "profile", "images", "gates", "budget", "cache")
