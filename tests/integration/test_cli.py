@@ -454,6 +454,15 @@ BAD_CONFIGS = {
         "compression:\n  engines: {toolfilter: {max_lines: many}}\n",
         "toolfilter",
     ),
+    "unknown-profile": (
+        "auth:\n  api_keys: [{key: sk-1, profile: ghost}]\n",
+        "unknown profile 'ghost'",
+    ),
+    "profile-chain-unknown-route": (
+        "providers:\n  - {name: a, base_url: 'http://x/v1', models: [{id: m}]}\n"
+        "profiles:\n  team: {chain: [a/nope]}\n",
+        "unknown route 'a/nope'",
+    ),
     "admin-key-is-a-client-key": (
         "auth: {api_keys: [same], admin_keys: [same]}\n",
         "both a client key",
