@@ -84,8 +84,6 @@ class RequestContext:
     """The conversation's session (set by the session stage when it has one)."""
     sticky_route: str | None = None
     """The route that last served this conversation, tried first (sticky sessions)."""
-    session_doc: dict[str, Any] | None = None
-    """The session as it was before this turn (see :mod:`freellm.routing.sessions`)."""
 
     def session_reply_header(self, served: str) -> dict[str, str]:
         """``X-FreeLLM-Session`` for a success served by ``served``: ``sticky`` when the remembered route

@@ -144,7 +144,6 @@ def with_reasoning(messages: list[dict[str, Any]], memory: dict[str, Any]) -> li
 
 
 def next_memory(
-    previous: dict[str, Any] | None,
     *,
     route: str,
     messages: Sequence[Message],
@@ -154,16 +153,21 @@ def next_memory(
     signature: str,
     cfg: SessionsConfig,
 ) -> dict[str, Any]:
-    """The session document after a successful turn served by ``route``."""
-    cut = cfg.handoff_message_chars
-    turns = [
-        {"role": m.role, "content": _clip(_text(m.content), cut)}
-        for m in messages
-        if m.role in ("user", "assistant") and _text(m.content)
-    ]
-    if answer:
-        turns.append({"role": "assistant", "content": _clip(answer, cut)})
-    doc: dict[str, Any] = {"route": route, "turns": turns[-cfg.handoff_messages :], "reasoning": None}
+    """The session document after a successful turn served by ``route`` (what came before is replaced:
+    older reasoning no longer belongs to the newest answer)."""
+    turns: list[dict[str, str]] = []
+    if cfg.context_handoff != "off":  # only a handoff reads the turns: keep none otherwise
+        cut, keep = cfg.handoff_message_chars, cfg.handoff_messages
+        if answer:
+            turns.append({"role": "assistant", "content": _clip(answer, cut)})
+        for m in reversed(messages):  # newest first, and no further back than needed
+            if len(turns) >= keep:
+                break
+            text = _text(m.content) if m.role in ("user", "assistant") else ""
+            if text:
+                turns.append({"role": m.role, "content": _clip(text, cut)})
+        turns.reverse()
+    doc: dict[str, Any] = {"route": route, "turns": turns, "reasoning": None}
     if cfg.reasoning_memory and reasoning:
         doc["reasoning"] = {
             "route": route,
@@ -172,8 +176,6 @@ def next_memory(
             "answer": answer,
             "tool_call_ids": tool_call_ids,
         }
-    elif previous is not None and isinstance(previous.get("reasoning"), dict):
-        doc["reasoning"] = None  # a new answer: the older reasoning no longer matches the newest turn
     return doc
 
 

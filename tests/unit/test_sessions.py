@@ -143,14 +143,15 @@ def test_tool_turns_match_by_call_ids() -> None:
 
 
 def test_next_memory_keeps_the_last_turns_clipped() -> None:
-    cfg = SessionsConfig(handoff_messages=3, handoff_message_chars=5)
+    cfg = SessionsConfig(context_handoff="on_model_switch", handoff_messages=3, handoff_message_chars=5)
     req = chat({"role": "system", "content": "s"}, {"role": "user", "content": "first question"}, {"role": "assistant", "content": "a1"}, {"role": "user", "content": "u2"})
-    doc = next_memory(None, route="a/m", messages=req.messages, answer="the answer", tool_call_ids=[], reasoning="r", signature="", cfg=cfg)
+    doc = next_memory(route="a/m", messages=req.messages, answer="the answer", tool_call_ids=[], reasoning="r", signature="", cfg=cfg)
     assert doc["route"] == "a/m"
     assert doc["turns"] == [{"role": "assistant", "content": "a1"}, {"role": "user", "content": "u2"}, {"role": "assistant", "content": "the a…"}]
     assert doc["reasoning"]["text"] == "r" and doc["reasoning"]["answer"] == "the answer"
-    no_memory = next_memory(None, route="a/m", messages=req.messages, answer="x", tool_call_ids=[], reasoning="r", signature="", cfg=SessionsConfig(reasoning_memory=False))
+    no_memory = next_memory(route="a/m", messages=req.messages, answer="x", tool_call_ids=[], reasoning="r", signature="", cfg=SessionsConfig(reasoning_memory=False))
     assert no_memory["reasoning"] is None
+    assert no_memory["turns"] == []  # without handoff nothing reads the turns
 
 
 # ---- profiles ---------------------------------------------------------------------------------------------

@@ -56,7 +56,6 @@ class SessionStage:
         doc = await self._memory.get(key)
         if doc is None or draft.plan is None or draft.needs is None:
             return draft
-        ctx.session_doc = doc
         cfg = self._cfg
         plan, needs = draft.plan, draft.needs
         previous = doc.get("route")
@@ -82,7 +81,6 @@ class SessionStage:
             return
         result = outcome.result
         doc = next_memory(
-            ctx.session_doc,
             route=outcome.attempt.route.label,
             messages=draft.req.messages,
             answer=result.text,
