@@ -13,6 +13,10 @@ def completion_body(result: PumpResult, model: str, *, usage_fallback: dict[str,
     message: dict[str, Any] = {"role": "assistant", "content": result.text or None}
     if result.reasoning:
         message["reasoning_content"] = result.reasoning
+        if result.reasoning_signature:
+            # An extra field (as in the stream's deltas): a chat client that sends the message back
+            # as it got it gives an Anthropic or Gemini upstream its signed reasoning again.
+            message["reasoning_signature"] = result.reasoning_signature
     if result.tool_calls:
         message["tool_calls"] = [
             {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}

@@ -26,6 +26,10 @@ class Delta(TypedDict, total=False):
     content: str | None
     reasoning_content: str | None
     reasoning: str | None
+    reasoning_signature: str
+    """The upstream's signature over the turn's reasoning (Anthropic ``signature_delta``, a Gemini
+    thought part's ``thoughtSignature``); usually on a chunk of its own. Never text: an empty string
+    marks the turn's reasoning as not replayable (see ``PumpResult.reasoning_signature``)."""
     tool_calls: list[ToolCallDelta] | None
 
 

@@ -9,6 +9,12 @@ Prompt-caching markers (``cache_control``, Anthropic's) are forwarded only to Op
 them into its providers' own caching; every other OpenAI-compatible server gets the request without
 them (:func:`without_cache_control`), since strict ones (Groq, Mistral…) refuse unknown fields and Groq
 refuses a system message whose content is not a string.
+
+Reasoning the canonical history carries is forwarded the OpenAI way: an assistant message's
+``reasoning_content`` goes out as it is (DeepSeek, Kimi and other thinking models want it back on tool
+turns), while the fields only the Anthropic and Gemini wires can use — ``reasoning_signature`` and an
+Anthropic client's ``thinking_blocks`` — are never sent to an OpenAI-wire upstream
+(:func:`without_signatures`).
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ __all__ = [
     "error_message_of",
     "transport_error",
     "without_cache_control",
+    "without_signatures",
 ]
 
 _CACHE_CONTROL = "cache_control"
@@ -86,6 +93,28 @@ def without_cache_control(body: dict[str, Any]) -> dict[str, Any]:
     if new_tools is not None:
         out["tools"] = new_tools
     return out
+
+
+_SIGNED_FIELDS = ("reasoning_signature", "thinking_blocks")
+"""Assistant-message fields that only Anthropic/Gemini upstreams can use (opaque signed reasoning)."""
+
+
+def without_signatures(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` without ``reasoning_signature`` / ``thinking_blocks`` on its messages: ``body`` itself
+    when none has them, else a copy (the caller's messages are never changed). ``reasoning_content``
+    stays."""
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return body
+    new_messages: list[Any] | None = None
+    for i, msg in enumerate(messages):
+        if isinstance(msg, Mapping) and ("reasoning_signature" in msg or "thinking_blocks" in msg):
+            if new_messages is None:
+                new_messages = list(messages)
+            new_messages[i] = {k: v for k, v in msg.items() if k not in _SIGNED_FIELDS}
+    if new_messages is None:
+        return body
+    return {**body, "messages": new_messages}
 
 
 def _marked(value: Any) -> bool:
@@ -139,6 +168,7 @@ class OpenAICompatProvider:
     ) -> OpenAIStream | CompletionStream:
         if not self._keep_cache_control:
             body = without_cache_control(body)
+        body = without_signatures(body)
         headers = {
             "Authorization": f"Bearer {key}",
             "Content-Type": "application/json",

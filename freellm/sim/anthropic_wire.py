@@ -3,11 +3,14 @@
 ``POST /{provider}/v1/messages`` with ``x-api-key`` (or a bearer token). Requests are checked the way Anthropic checks them
 (unknown top-level fields, ``max_tokens`` required, roles, empty text, tool_use/tool_result pairing,
 tools declared, thinking budget, temperature range, whitespace stop sequences, trailing whitespace in a
-final assistant turn, at most 4 ``cache_control`` breakpoints): a gateway that translates badly gets the 400 ``invalid_request_error`` Anthropic
-would send, so translation bugs show up in tests.
+final assistant turn, at most 4 ``cache_control`` breakpoints, thinking blocks sent back signed — and
+unmodified, for the ``sim-sig-`` signatures the simulator issues (:func:`signature_of`) — and first in
+the assistant turn of a tool loop continued with thinking on): a gateway that translates badly gets the
+400 ``invalid_request_error`` Anthropic would send, so translation bugs show up in tests.
 
 Streams follow Anthropic's event sequence (``event:`` line + ``data:`` object carrying ``type``):
-``message_start``, ``ping``, a thinking block (``thinking_delta`` pieces then a ``signature_delta``), a
+``message_start``, ``ping``, a thinking block (``thinking_delta`` pieces then a ``signature_delta``: the
+scenario's ``reasoning_signature``, else :func:`signature_of` the reasoning), a
 text block (``text_delta`` pieces), ``tool_use`` blocks (``input: {}`` then ``input_json_delta``
 fragments), ``message_delta`` (``stop_reason`` + ``usage.output_tokens``) and ``message_stop``.
 Content chunks for ``cut_after``/``stall_after``/``inband_error_after`` are the text deltas, each
@@ -30,7 +33,7 @@ from freellm.sim.scenario import Scenario
 from freellm.sim.wire import RequestView, WireRequestError
 from freellm.wire.sse import encode_event
 
-__all__ = ["ANTHROPIC_WIRE", "AnthropicWire", "stop_reason_of"]
+__all__ = ["ANTHROPIC_WIRE", "AnthropicWire", "signature_of", "stop_reason_of"]
 
 GARBAGE_FRAMES: Final = (
     b"event: content_block_delta\ndata: {not json\n\n",
@@ -203,7 +206,7 @@ class AnthropicWire:
             frames.append(_structural("content_block_start", index, {"type": "thinking", "thinking": ""}))
             for piece in plan.reasoning_pieces:
                 frames.append(_delta(index, {"type": "thinking_delta", "thinking": piece}, FrameKind.PRE))
-            frames.append(_signature(index, plan.reasoning))
+            frames.append(_signature(index, _reasoning_signature(plan, scenario)))
             frames.append(_stop(index))
             index += 1
         if scenario.empty:
@@ -257,9 +260,8 @@ class AnthropicWire:
         """The ``message`` object carrying the same thinking, text, tool calls and usage."""
         content: list[dict[str, Any]] = []
         if plan.reasoning:
-            content.append(
-                {"type": "thinking", "thinking": plan.reasoning, "signature": _signature_of(plan.reasoning)}
-            )
+            signature = _reasoning_signature(plan, scenario)
+            content.append({"type": "thinking", "thinking": plan.reasoning, "signature": signature})
         if plan.text:
             content.append({"type": "text", "text": plan.text})
         for tool in plan.tools:
@@ -321,12 +323,24 @@ def _stop(index: int) -> Frame:
     return Frame(_event("content_block_stop", {"index": index}), FrameKind.NOISE)
 
 
-def _signature_of(reasoning: str) -> str:
-    return "sim-sig-" + hashlib.sha256(reasoning.encode()).hexdigest()[:32]
+SIM_SIGNATURE_PREFIX: Final = "sim-sig-"
 
 
-def _signature(index: int, reasoning: str) -> Frame:
-    delta = {"type": "signature_delta", "signature": _signature_of(reasoning)}
+def signature_of(reasoning: str) -> str:
+    """The signature the simulator puts on a thinking block (``sim-sig-<hash of the text>``): a thinking
+    block sent back with a ``sim-sig-`` signature that does not match its text is refused, the way
+    Anthropic refuses a modified block."""
+    return SIM_SIGNATURE_PREFIX + hashlib.sha256(reasoning.encode()).hexdigest()[:32]
+
+
+def _reasoning_signature(plan: Plan, scenario: Scenario) -> str:
+    if scenario.reasoning_signature is not None:
+        return scenario.reasoning_signature
+    return signature_of(plan.reasoning)
+
+
+def _signature(index: int, signature: str) -> Frame:
+    delta = {"type": "signature_delta", "signature": signature}
     return Frame(_event("content_block_delta", {"index": index, "delta": delta}), FrameKind.NOISE)
 
 
@@ -374,6 +388,9 @@ def _check_request(body: Any) -> None:
     if uses_tools and not has_tools:
         raise WireRequestError("Requests which include `tool_use` or `tool_result` blocks must define tools.")
     _check_thinking(body.get("thinking"), max_tokens, body.get("tool_choice"))
+    thinking = body.get("thinking")
+    if isinstance(thinking, dict) and thinking.get("type") == "enabled":
+        _check_tool_loop_thinking(body["messages"])
     _check_cache_control(body)
 
 
@@ -539,6 +556,11 @@ def _blocks(content: Any, i: int, role: str, *, final: bool) -> list[dict[str, A
                 raise WireRequestError(f"{where}.name: Field required")
             if not isinstance(block.get("input"), dict):
                 raise WireRequestError(f"{where}.input: Input should be a valid dictionary")
+        elif kind == "thinking":
+            _check_thinking_block(block, where)
+        elif kind == "redacted_thinking":
+            if not isinstance(block.get("data"), str) or not block["data"]:
+                raise WireRequestError(f"{where}.data: Field required")
         elif kind == "tool_result":
             if not isinstance(block.get("tool_use_id"), str) or not block["tool_use_id"]:
                 raise WireRequestError(f"{where}.tool_use_id: Field required")
@@ -546,6 +568,43 @@ def _blocks(content: Any, i: int, role: str, *, final: bool) -> list[dict[str, A
             if inner is not None and not isinstance(inner, str | list):
                 raise WireRequestError(f"{where}.content: Input should be a valid string or list")
     return content
+
+
+def _check_thinking_block(block: dict[str, Any], where: str) -> None:
+    """A thinking block sent back needs its text and its signature, unmodified (the simulator can tell
+    for the ``sim-sig-`` signatures it issued)."""
+    text = block.get("thinking")
+    if not isinstance(text, str):
+        raise WireRequestError(f"{where}.thinking: Field required")
+    signature = block.get("signature")
+    if not isinstance(signature, str) or not signature:
+        raise WireRequestError(f"{where}.signature: Field required")
+    if signature.startswith(SIM_SIGNATURE_PREFIX) and signature != signature_of(text):
+        raise WireRequestError(f"{where}: Invalid `signature` in `thinking` block")
+
+
+def _check_tool_loop_thinking(messages: list[dict[str, Any]]) -> None:
+    """With thinking on, a request that continues a tool loop (it ends with tool results) needs the
+    assistant message that made those calls to start with its thinking block, as Anthropic insists."""
+    if len(messages) < 2:
+        return
+    last, previous = messages[-1], messages[-2]
+    content = last.get("content")
+    if last.get("role") != "user" or not isinstance(content, list):
+        return
+    if not any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
+        return
+    blocks = previous.get("content")
+    first = blocks[0] if isinstance(blocks, list) and blocks else None
+    kind = first.get("type") if isinstance(first, dict) else "text"
+    if kind not in ("thinking", "redacted_thinking"):
+        raise WireRequestError(
+            f"messages.{len(messages) - 2}.content.0.type: Expected `thinking` or `redacted_thinking`, but "
+            f"found `{kind}`. When `thinking` is enabled, a final `assistant` message must start with a "
+            "thinking block (preceding the lastmost set of `tool_use` and `tool_result` blocks). We "
+            "recommend you include thinking blocks from previous turns. To avoid this requirement, "
+            "disable `thinking`."
+        )
 
 
 def _check_image(source: Any, where: str) -> None:

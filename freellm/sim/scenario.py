@@ -66,6 +66,10 @@ class Scenario:
     first_byte_delay_ms: float = 0.0
     reasoning: str | None = None
     reasoning_field: ReasoningField = "reasoning_content"
+    reasoning_signature: str | None = None
+    """The signature over the reasoning: Anthropic's thinking block (``None`` = ``sim-sig-…`` derived
+    from the text), a ``thoughtSignature`` on Gemini's last thought part (``None`` = none); ignored by
+    the OpenAI wire."""
     tool_calls: tuple[ToolCallSpec, ...] = ()
     tool_fragments: int = 3
     usage: UsageMode = "separate"
@@ -215,6 +219,7 @@ _VALIDATORS: Final[dict[str, _Validator]] = {
     "first_byte_delay_ms": _millis,
     "reasoning": _opt_str,
     "reasoning_field": _choice("reasoning_content", "reasoning"),
+    "reasoning_signature": _opt_str,
     "tool_calls": _tool_calls,
     "tool_fragments": _count(1),
     "usage": _choice("separate", "last", "none"),

@@ -584,3 +584,171 @@ def test_simulator_anthropic_wire_satisfies_the_official_sdk(sim: SimServer, sim
 
     with pytest.raises(anthropic.BadRequestError, match="Extra inputs are not permitted"):
         client.messages.create(model=MODEL, max_tokens=10, messages=messages, extra_body={"n": 2})
+
+
+# -- signed reasoning: turn 1 captures it, turn 2 sends it back --------------------------------------------
+
+
+def _signature_deltas(out: Any) -> list[str]:
+    return [
+        c["choices"][0]["delta"]["reasoning_signature"]
+        for c in out.chunks
+        if c.get("choices") and "reasoning_signature" in c["choices"][0]["delta"]
+    ]
+
+
+def test_thinking_signature_is_captured_stream_and_non_stream(
+    make_mixed_gateway: MakeMixed, sim_control: SimControl
+) -> None:
+    """The thinking block's signature_delta becomes the canonical reasoning_signature: on the chat wire
+    an extra delta field (never text) and an extra field of the non-stream message."""
+    gw, a = one_anthropic(make_mixed_gateway)
+    sim_control.script(
+        a, {"reasoning": "Paris is in France.", "text": "Paris.", "reasoning_signature": "EqQBsig-1"}, times=2
+    )
+
+    out = stream_raw(gw, body("Capital of France?", reasoning_effort="low"))
+    assert out.status == 200 and out.errors == []
+    assert (out.reasoning, out.text) == ("Paris is in France.", "Paris.")
+    assert _signature_deltas(out) == ["EqQBsig-1"]
+    first_text = next(i for i, c in enumerate(out.chunks) if c["choices"] and c["choices"][0]["delta"].get("content"))
+    signature_at = next(
+        i for i, c in enumerate(out.chunks) if c["choices"] and "reasoning_signature" in c["choices"][0]["delta"]
+    )
+    assert signature_at < first_text  # it waited in the preamble with the reasoning
+
+    raw = sdk(gw).chat.completions.with_raw_response.create(
+        model="auto", messages=[{"role": "user", "content": "Capital of France?"}], reasoning_effort="low"
+    )
+    message = json.loads(raw.text)["choices"][0]["message"]
+    assert message["content"] == "Paris."
+    assert message["reasoning_content"] == "Paris is in France."
+    assert message["reasoning_signature"] == "EqQBsig-1"
+
+
+def test_signed_reasoning_goes_back_as_a_thinking_block_first_and_keeps_thinking_on_in_a_tool_loop(
+    make_mixed_gateway: MakeMixed, sim_control: SimControl
+) -> None:
+    """Turn 1 through the Anthropic-kind route yields reasoning + signature; turn 2 (a chat client sending
+    them back on the assistant message, as the session stage does) reaches the upstream as a signed
+    thinking block before the tool_use, so thinking stays on while the tool loop continues (the
+    simulator refuses a thinking-on tool loop whose assistant turn does not start with one, and a
+    ``sim-sig-`` signature that does not match its text)."""
+    gw, a = one_anthropic(make_mixed_gateway)
+    sim_control.script(
+        a,
+        {"reasoning": "Need the weather.", "tool_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}}]},
+    )
+    first = sdk(gw).chat.completions.with_raw_response.create(
+        model="auto",
+        messages=[{"role": "user", "content": "Weather in Oslo?"}],
+        tools=TOOLS,
+        reasoning_effort="low",
+    )
+    turn1 = json.loads(first.text)["choices"][0]["message"]
+    assert turn1["reasoning_content"] == "Need the weather."
+    signature = turn1["reasoning_signature"]
+    assert signature.startswith("sim-sig-")
+
+    sim_control.script(a, {"text": "It is sunny in Oslo."})
+    messages: Any = [
+        {"role": "user", "content": "Weather in Oslo?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": turn1["tool_calls"],
+            "reasoning_content": turn1["reasoning_content"],
+            "reasoning_signature": signature,
+        },
+        {"role": "tool", "tool_call_id": turn1["tool_calls"][0]["id"], "content": "sunny"},
+    ]
+    out = stream_raw(gw, {"model": "auto", "stream": True, "messages": messages, "tools": TOOLS, "reasoning_effort": "low"})
+    assert out.status == 200 and out.errors == [] and out.text == "It is sunny in Oslo."
+
+    records = ended(sim_control, a)
+    assert [r["outcome"] for r in records] == ["completed", "completed"]
+    sent = records[1]["body"]
+    assert sent["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    assistant = sent["messages"][1]
+    assert assistant["role"] == "assistant"
+    assert assistant["content"][0] == {"type": "thinking", "thinking": "Need the weather.", "signature": signature}
+    assert [b["type"] for b in assistant["content"]] == ["thinking", "tool_use"]
+
+
+def test_signed_reasoning_reaches_an_openai_kind_upstream_without_its_signature(
+    make_mixed_gateway: MakeMixed, sim_control: SimControl
+) -> None:
+    """The same turn-2 history on the OpenAI wire: reasoning_content as it is, reasoning_signature never."""
+    o = unique("oai")
+    gw = make_mixed_gateway({o: "openai"})
+    sim_control.script(o, {"text": "It is sunny in Oslo."})
+    messages: Any = [
+        {"role": "user", "content": "Weather in Oslo?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city":"Oslo"}'}}],
+            "reasoning_content": "Need the weather.",
+            "reasoning_signature": "EqQBsig-1",
+        },
+        {"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+    ]
+
+    completion = sdk(gw).chat.completions.create(model="auto", messages=messages, tools=TOOLS)
+
+    assert completion.choices[0].message.content == "It is sunny in Oslo."
+    [record] = ended(sim_control, o)
+    assistant = record["body"]["messages"][1]
+    assert assistant["reasoning_content"] == "Need the weather."
+    assert "reasoning_signature" not in assistant and "thinking_blocks" not in assistant
+
+
+def test_anthropic_client_gets_the_signature_and_its_thinking_block_reaches_the_upstream_unchanged(
+    make_mixed_gateway: MakeMixed, sim_control: SimControl
+) -> None:
+    """Anthropic SDK → /v1/messages → a ``kind: anthropic`` route: the thinking block the client gets
+    carries the upstream's signature (stream and non-stream); sent back in the next turn of a tool loop
+    it arrives at the upstream as the same block, first in its turn, with thinking still on."""
+    gw, a = one_anthropic(make_mixed_gateway)
+    client = anthropic_sdk(gw)
+    tools: Any = [{"name": "get_weather", "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}}]
+    sim_control.script(
+        a,
+        {
+            "reasoning": "Weigh the options.",
+            "text": "Checking.",
+            "tool_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}, "id": "toolu_01"}],
+        },
+        times=2,
+    )
+    thinking: Any = {"type": "enabled", "budget_tokens": 2048}
+    question: Any = [{"role": "user", "content": "Weather in Oslo?"}]
+    with client.messages.stream(model=MODEL, max_tokens=4000, messages=question, tools=tools, thinking=thinking) as stream:
+        streamed = stream.get_final_message()
+    created = client.messages.create(model=MODEL, max_tokens=4000, messages=question, tools=tools, thinking=thinking)
+    from freellm.sim.anthropic_wire import signature_of
+
+    for message in (streamed, created):
+        assert [b.type for b in message.content] == ["thinking", "text", "tool_use"]
+        block = message.content[0]
+        assert block.thinking == "Weigh the options."  # type: ignore[union-attr]
+        assert block.signature == signature_of("Weigh the options.")  # type: ignore[union-attr]
+
+    sim_control.script(a, {"text": "Sunny."})
+    history: Any = [
+        *question,
+        {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in streamed.content]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_01", "content": "sunny"}]},
+    ]
+    answer = client.messages.create(model=MODEL, max_tokens=4000, messages=history, tools=tools, thinking=thinking)
+
+    assert answer.content[-1].text == "Sunny."  # type: ignore[union-attr]
+    records = ended(sim_control, a)
+    assert [r["outcome"] for r in records] == ["completed"] * 3
+    sent = records[2]["body"]
+    assert sent["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    assert sent["messages"][1]["content"][0] == {
+        "type": "thinking",
+        "thinking": "Weigh the options.",
+        "signature": signature_of("Weigh the options."),
+    }

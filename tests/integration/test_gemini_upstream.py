@@ -664,3 +664,72 @@ def test_simulator_gemini_wire_satisfies_the_official_sdk(sim: SimServer, sim_co
     with pytest.raises(errors.ClientError) as info:
         client.models.generate_content(model="gemini-2.5-flash", contents="x")
     assert info.value.code == 429 and info.value.status == "RESOURCE_EXHAUSTED"
+
+
+# -- signed reasoning: thought parts with their thoughtSignature -------------------------------------------
+
+
+def test_thought_signature_is_captured_and_sent_back_as_a_signed_thought_part(
+    make_mixed_gateway: MakeMixed, sim_control: SimControl
+) -> None:
+    """Turn 1: the last thought part carries a thoughtSignature → the chat stream's reasoning_signature
+    delta and the non-stream message's reasoning_signature. Turn 2 (the assistant message sent back as
+    the SDK returned it, reasoning_content + reasoning_signature included, as the session stage would
+    put them): the model turn starts with a thought part carrying that signature, and the function call
+    keeps its own remembered signature."""
+    gw, g = one_gemini(make_mixed_gateway)
+    scenario: Any = {
+        "reasoning": "Need the weather.",
+        "reasoning_signature": "VEhPVUdIVC1TSUc=",
+        "tool_calls": [{"name": "get_weather", "arguments": {"city": "Oslo"}}],
+    }
+    sim_control.script(g, scenario, times=2)
+    messages: Any = [{"role": "user", "content": "Weather in Oslo?"}]
+
+    out = stream_raw(gw, {"model": "auto", "stream": True, "messages": messages, "tools": TOOLS, "reasoning_effort": "low"})
+    assert out.status == 200 and out.errors == [] and out.reasoning == "Need the weather."
+    signatures = [
+        c["choices"][0]["delta"]["reasoning_signature"]
+        for c in out.chunks
+        if c.get("choices") and "reasoning_signature" in c["choices"][0]["delta"]
+    ]
+    assert signatures == ["VEhPVUdIVC1TSUc="]
+
+    client = sdk(gw)
+    first = client.chat.completions.create(model="auto", messages=messages, tools=TOOLS, reasoning_effort="low")
+    message = first.choices[0].message.model_dump(exclude_none=True)
+    assert message["reasoning_content"] == "Need the weather."
+    assert message["reasoning_signature"] == "VEhPVUdIVC1TSUc="
+
+    sim_control.script(g, {"text": "It is cold in Oslo."})
+    [call] = first.choices[0].message.tool_calls or []
+    messages += [message, {"role": "tool", "tool_call_id": call.id, "content": "-3C, snow"}]
+    second = client.chat.completions.create(model="auto", messages=messages, tools=TOOLS, reasoning_effort="low")
+
+    assert second.choices[0].message.content == "It is cold in Oslo."
+    records = ended(sim_control, g)
+    assert records[-1]["outcome"] == "completed"
+    assert records[-1]["body"]["contents"][1] == {
+        "role": "model",
+        "parts": [
+            {"text": "Need the weather.", "thought": True, "thoughtSignature": "VEhPVUdIVC1TSUc="},
+            {
+                "functionCall": {"name": "get_weather", "args": {"city": "Oslo"}},
+                "thoughtSignature": thought_signature_of("get_weather", '{"city": "Oslo"}'),
+            },
+        ],
+    }
+
+
+def test_unsigned_reasoning_is_not_sent_to_gemini(make_mixed_gateway: MakeMixed, sim_control: SimControl) -> None:
+    gw, g = one_gemini(make_mixed_gateway)
+    sim_control.script(g, {"text": "Fine."})
+    messages: Any = [
+        {"role": "user", "content": "Hi"},
+        {"role": "assistant", "content": "Hello.", "reasoning_content": "Greet back."},
+        {"role": "user", "content": "How are you?"},
+    ]
+
+    assert sdk(gw).chat.completions.create(model="auto", messages=messages).choices[0].message.content == "Fine."
+    [record] = ended(sim_control, g)
+    assert record["body"]["contents"][1] == {"role": "model", "parts": [{"text": "Hello."}]}

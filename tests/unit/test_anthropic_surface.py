@@ -107,7 +107,7 @@ MAPPING: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
             ]
         },
     ),
-    "text blocks joined, empty ones dropped, unknown and thinking blocks dropped": (
+    "text blocks joined, empty ones dropped, unknown and unsigned thinking blocks dropped": (
         {
             "messages": [
                 {
@@ -122,14 +122,74 @@ MAPPING: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
                 {
                     "role": "assistant",
                     "content": [
-                        {"type": "thinking", "thinking": "hmm", "signature": "sig"},
-                        {"type": "redacted_thinking", "data": "xyz"},
+                        {"type": "thinking", "thinking": "hmm", "signature": ""},
                         {"type": "text", "text": "answer"},
                     ],
                 },
             ]
         },
         {"messages": [{"role": "user", "content": "a\nb"}, {"role": "assistant", "content": "answer"}]},
+    ),
+    "one signed thinking block → reasoning_content + reasoning_signature": (
+        {
+            "messages": [
+                USER,
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "thinking", "thinking": "hmm", "signature": "EqQBsig"},
+                        {"type": "text", "text": "answer"},
+                        {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}},
+                    ],
+                },
+            ]
+        },
+        {
+            "messages": [
+                {"role": "user", "content": "hi"},
+                {
+                    "role": "assistant",
+                    "content": "answer",
+                    "tool_calls": [
+                        {"id": "toolu_1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                    ],
+                    "reasoning_content": "hmm",
+                    "reasoning_signature": "EqQBsig",
+                },
+            ]
+        },
+    ),
+    "several thinking blocks or redacted thinking → thinking_blocks verbatim, texts joined, no signature": (
+        {
+            "messages": [
+                USER,
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "thinking", "thinking": "one", "signature": "sig1"},
+                        {"type": "redacted_thinking", "data": "xyz"},
+                        {"type": "thinking", "thinking": "unsigned", "signature": ""},
+                        {"type": "thinking", "thinking": "two", "signature": "sig2"},
+                        {"type": "text", "text": "answer"},
+                    ],
+                },
+            ]
+        },
+        {
+            "messages": [
+                {"role": "user", "content": "hi"},
+                {
+                    "role": "assistant",
+                    "content": "answer",
+                    "thinking_blocks": [
+                        {"type": "thinking", "thinking": "one", "signature": "sig1"},
+                        {"type": "redacted_thinking", "data": "xyz"},
+                        {"type": "thinking", "thinking": "two", "signature": "sig2"},
+                    ],
+                    "reasoning_content": "one\ntwo",
+                },
+            ]
+        },
     ),
     "images: base64 → data URL, url → url, order kept": (
         {

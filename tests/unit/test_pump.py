@@ -230,3 +230,84 @@ def test_synthetic_chunks_reuse_upstream_id_and_created() -> None:
     out = flat(run(StreamPump("m"), [chunk({"content": "x"})]))
     assert {c["id"] for c in out} == {"chatcmpl-up"}
     assert {c["created"] for c in out} == {123}
+
+
+# ---- reasoning signatures ----------------------------------------------------------------------------
+
+
+def test_signature_only_chunk_waits_in_the_preamble_and_never_commits() -> None:
+    pump = StreamPump("m")
+    assert pump.feed(chunk({"role": "assistant"})) == []
+    assert pump.feed(chunk({"reasoning_signature": "sig-1"})) == []
+    assert not pump.committed and not pump.first_token  # a signature is not a token
+    assert pump.feed(chunk({"reasoning_content": "think"})) == []
+    assert not pump.committed and pump.first_token
+    released = pump.feed(chunk({"content": "Hi"}))
+    assert [c["choices"][0]["delta"] for c in released] == [
+        {"role": "assistant"},
+        {"reasoning_signature": "sig-1"},
+        {"reasoning_content": "think"},
+        {"content": "Hi"},
+    ]
+    pump.finish(saw_done=True)
+    result = pump.result()
+    assert (result.text, result.reasoning, result.reasoning_signature) == ("Hi", "think", "sig-1")
+
+
+def test_signature_alone_is_still_an_empty_completion() -> None:
+    pump = StreamPump("m")
+    assert pump.feed(chunk({"reasoning_content": "hmm"})) == []
+    assert pump.feed(chunk({"reasoning_signature": "sig"})) == []
+    assert not pump.committed
+    with pytest.raises(UpstreamError, match="empty completion"):
+        pump.finish(saw_done=True)
+
+
+def test_signature_after_commit_is_passed_on_and_is_never_text() -> None:
+    pump = StreamPump("m")
+    out = flat(
+        run(
+            pump,
+            [
+                chunk({"content": "Answer"}),
+                chunk({"reasoning_content": "late"}),
+                chunk({"reasoning_signature": "sig-late"}),
+                chunk({}, finish="stop"),
+            ],
+        )
+    )
+    assert {"reasoning_signature": "sig-late"} in [c["choices"][0]["delta"] for c in out if c["choices"]]
+    assert contents(out) == "Answer"
+    assert pump.result().text == "Answer" and pump.result().reasoning_signature == "sig-late"
+    assert pump.output_chars == len("Answer") + len("late")
+
+
+@pytest.mark.parametrize(
+    ("signatures", "expected"),
+    [
+        ([], ""),
+        (["a"], "a"),
+        (["a", "a"], "a"),  # the same signature repeated (e.g. a block start and its delta)
+        (["a", "b"], ""),  # two signed blocks: one reasoning text cannot carry both
+        (["a", ""], ""),  # e.g. a redacted_thinking block after the signed one
+        (["", "a"], ""),
+    ],
+)
+def test_one_signature_per_turn(signatures: list[str], expected: str) -> None:
+    pump = StreamPump("m")
+    frames = [chunk({"reasoning_content": "r"})]
+    frames += [chunk({"reasoning_signature": s}) for s in signatures]
+    run(pump, [*frames, chunk({"content": "x"}, finish="stop")])
+    assert pump.result().reasoning_signature == expected
+
+
+def test_signature_with_held_text_goes_out_with_the_preamble() -> None:
+    # A whole answer held (non-stream): the signature in a chunk that also carries content is kept.
+    pump = StreamPump("m", hold_all=True)
+    out = flat(
+        run(pump, [chunk({"role": "assistant", "content": "Done.", "reasoning_content": "r", "reasoning_signature": "s"}, finish="stop")])
+    )
+    deltas = [c["choices"][0]["delta"] for c in out if c["choices"]]
+    assert deltas[0] == {"role": "assistant", "reasoning_content": "r", "reasoning_signature": "s"}
+    assert contents(out) == "Done."
+    assert pump.result().reasoning_signature == "s"

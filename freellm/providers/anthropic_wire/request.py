@@ -33,13 +33,21 @@ Decisions (also in ``docs/providers.md``):
   ``stop_sequences`` (whitespace-only sequences dropped: Anthropic rejects them); ``user`` →
   ``metadata.user_id``; ``parallel_tool_calls: false`` → ``disable_parallel_tool_use``.
 * **max_tokens** is required by Anthropic: the client's value, else the provider default (4096).
+* **signed reasoning**: an assistant message with ``reasoning_content`` (a string) **and** a non-empty
+  ``reasoning_signature`` becomes ``{"type": "thinking", "thinking", "signature"}`` placed before its
+  text and tool_use blocks; ``thinking_blocks`` (the exact thinking / redacted_thinking blocks an
+  Anthropic client sent, see the surface) are sent verbatim instead when present. Unsigned reasoning is
+  not sent (Anthropic refuses a thinking block without its signature). Thinking blocks go out only when
+  the request has thinking on (omitting them from earlier turns is always allowed, and Anthropic
+  refuses them in some positions with thinking off) and never in a final assistant turn (a prefill).
 * **reasoning_effort** → ``thinking: {type: enabled, budget_tokens}`` (:data:`THINKING_BUDGETS`);
-  ``none`` or absent → no thinking. When the budget does not fit under ``max_tokens`` it is added on
-  top (the answer keeps the client's cap). Thinking is left off when a tool is forced (Anthropic refuses
-  forced tool use with thinking) and while a tool loop is being continued (the last turn carries tool
-  results: Anthropic then needs the previous turn's signed thinking block, which the canonical form
-  does not carry). With thinking on, ``temperature``/``top_k`` are dropped and ``top_p`` is kept only
-  within 0.95-1, as Anthropic requires.
+  ``none`` or absent → no thinking (the gateway never turns thinking on by itself, whatever the history
+  carries). When the budget does not fit under ``max_tokens`` it is added on top (the answer keeps the
+  client's cap). Thinking is left off when a tool is forced (Anthropic refuses forced tool use with
+  thinking) and while a tool loop is being continued (the last turn carries tool results) whose
+  assistant turn does not start with a signed thinking block (Anthropic then requires that block).
+  With thinking on, ``temperature``/``top_k`` are dropped and ``top_p`` is kept only within 0.95-1, as
+  Anthropic requires.
 * **response_format** has no Messages equivalent: ``json_object``/``json_schema`` become a last system
   instruction to answer with JSON only (the pump still checks the answer).
 * Everything else (``seed``, penalties, ``logit_bias``, ``logprobs``, ``n``, ``stream_options``, unknown
@@ -121,6 +129,11 @@ def to_messages_request(
         system = []
     elif turns[0]["role"] != "user":
         turns.insert(0, {"role": "user", "content": [{"type": "text", "text": OPENING_USER_TEXT}]})
+
+    budget = THINKING_BUDGETS.get(body.get("reasoning_effort") or "")
+    if budget is not None and (_forces_tool(tool_choice) or _continues_tool_loop_unsigned(turns)):
+        budget = None
+    turns = _drop_thinking(turns, final_only=budget is not None)
     _strip_final_assistant(turns)
     _limit_cache_breakpoints(tools, system, turns)
 
@@ -140,9 +153,6 @@ def to_messages_request(
     if tool_choice is not None:
         out["tool_choice"] = tool_choice
 
-    budget = THINKING_BUDGETS.get(body.get("reasoning_effort") or "")
-    if budget is not None and (_forces_tool(tool_choice) or _continues_tool_loop(turns)):
-        budget = None
     temperature, top_p, top_k = body.get("temperature"), body.get("top_p"), body.get("top_k")
     if budget is not None:
         if max_tokens <= budget:
@@ -181,7 +191,8 @@ def _translate_messages(messages: list[Any]) -> tuple[list[Block], list[Turn]]:
         elif role == "user":
             _append(turns, "user", _user_blocks(content))
         elif role == "assistant":
-            blocks = _text_blocks(content)
+            blocks = _thinking_blocks(msg)
+            blocks.extend(_text_blocks(content))
             for call in msg.get("tool_calls") or ():
                 block = _tool_use(call)
                 if block is not None:
@@ -197,6 +208,57 @@ def _translate_messages(messages: list[Any]) -> tuple[list[Block], list[Turn]]:
             if results and len(results) != len(blocks):
                 turn["content"] = results + [b for b in blocks if b["type"] != "tool_result"]
     return system, turns
+
+
+_THINKING_TYPES: Final = frozenset({"thinking", "redacted_thinking"})
+
+
+def _thinking_blocks(msg: Mapping[str, Any]) -> list[Block]:
+    """The signed thinking of one assistant message as Anthropic blocks (empty when it has none).
+
+    ``thinking_blocks`` (what an Anthropic client sent, in its order) wins over the
+    ``reasoning_content`` + ``reasoning_signature`` pair; a block missing its signature or data makes
+    the whole list unusable (a partial sequence would be a modified one, which Anthropic refuses).
+    """
+    given = msg.get("thinking_blocks")
+    if isinstance(given, list) and given:
+        out: list[Block] = []
+        for block in given:
+            if not isinstance(block, Mapping):
+                return []
+            kind = block.get("type")
+            if kind == "thinking":
+                text, signature = block.get("thinking"), block.get("signature")
+                if not isinstance(text, str) or not isinstance(signature, str) or not signature:
+                    return []
+                out.append({"type": "thinking", "thinking": text, "signature": signature})
+            elif kind == "redacted_thinking":
+                data = block.get("data")
+                if not isinstance(data, str) or not data:
+                    return []
+                out.append({"type": "redacted_thinking", "data": data})
+            else:
+                return []
+        return out
+    reasoning, signature = msg.get("reasoning_content"), msg.get("reasoning_signature")
+    if isinstance(reasoning, str) and isinstance(signature, str) and signature:
+        return [{"type": "thinking", "thinking": reasoning, "signature": signature}]
+    return []
+
+
+def _drop_thinking(turns: list[Turn], *, final_only: bool = False) -> list[Turn]:
+    """The turns without thinking blocks (all of them, or only the final assistant turn's); a turn left
+    empty is dropped."""
+    out: list[Turn] = []
+    for n, turn in enumerate(turns):
+        if turn["role"] == "assistant" and (not final_only or n == len(turns) - 1):
+            blocks = [b for b in turn["content"] if b["type"] not in _THINKING_TYPES]
+            if len(blocks) != len(turn["content"]):
+                if not blocks:
+                    continue
+                turn = {"role": "assistant", "content": blocks}
+        out.append(turn)
+    return out
 
 
 def _append(turns: list[Turn], role: str, blocks: list[Block]) -> None:
@@ -423,9 +485,15 @@ def _limit_cache_breakpoints(tools: list[Block], system: list[Block], turns: lis
         del block["cache_control"]
 
 
-def _continues_tool_loop(turns: list[Turn]) -> bool:
+def _continues_tool_loop_unsigned(turns: list[Turn]) -> bool:
+    """The last turn carries tool results and the assistant turn that made those calls does not start
+    with a thinking block: with thinking on, Anthropic would refuse it ("a final assistant message must
+    start with a thinking block")."""
     last = turns[-1]
-    return last["role"] == "user" and any(b["type"] == "tool_result" for b in last["content"])
+    if last["role"] != "user" or not any(b["type"] == "tool_result" for b in last["content"]):
+        return False
+    previous = turns[-2]["content"] if len(turns) > 1 and turns[-2]["role"] == "assistant" else []
+    return not previous or previous[0]["type"] not in _THINKING_TYPES
 
 
 # ---- tools and parameters ------------------------------------------------------------------------

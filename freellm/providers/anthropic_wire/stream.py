@@ -5,8 +5,11 @@ decoded ``data:`` object) and returns the chunks it produces; ``finish()`` flush
 short left behind. Mapping:
 
 * ``message_start`` → a role chunk (id and model remembered; ``usage.input_tokens`` kept);
-* ``thinking`` blocks / ``thinking_delta`` → ``reasoning_content``; ``signature_delta`` and
-  ``redacted_thinking`` carry nothing the canonical form can hold and are skipped;
+* ``thinking`` blocks / ``thinking_delta`` → ``reasoning_content``; the block's ``signature_delta``
+  (one per thinking block, at its end; a non-empty ``signature`` already in ``content_block_start``
+  too) → a chunk of its own carrying ``reasoning_signature``; a ``redacted_thinking`` block (its
+  ``data`` has no canonical place) → ``reasoning_signature: ""``, which marks the turn's reasoning as
+  not replayable (sending the thinking back without the redacted block would be a modified sequence);
 * ``text`` blocks / ``text_delta`` → ``content``;
 * ``tool_use`` blocks → a tool-call delta with ``index`` (tool order), ``id``, ``name`` and empty
   arguments, then one delta per non-empty ``input_json_delta`` fragment; a block whose input came whole
@@ -19,7 +22,9 @@ short left behind. Mapping:
 * ``message_stop`` → :attr:`done` (the stream's ``saw_done``); ``ping`` and unknown events → nothing;
 * ``error`` → raises ``UpstreamError("in-band provider error: <type>: <message>")``.
 
-:func:`message_to_chunks` does the same for a non-stream ``message`` object: one chunk with the whole turn.
+:func:`message_to_chunks` does the same for a non-stream ``message`` object: one chunk with the whole turn
+(its ``reasoning_signature`` is the thinking block's signature when there is exactly one signed block
+and no redacted one, else ``""``).
 """
 
 from __future__ import annotations
@@ -186,9 +191,16 @@ class AnthropicStreamTranslator:
             if isinstance(text, str) and text:
                 return [self._chunk({"content": text})]
         elif kind == "thinking":
+            out: list[Chunk] = []
             thinking = block.get("thinking")
             if isinstance(thinking, str) and thinking:
-                return [self._chunk({"reasoning_content": thinking})]
+                out.append(self._chunk({"reasoning_content": thinking}))
+            signature = block.get("signature")
+            if isinstance(signature, str) and signature:
+                out.append(self._chunk({"reasoning_signature": signature}))
+            return out
+        elif kind == "redacted_thinking":
+            return [self._chunk({"reasoning_signature": ""})]
         return []
 
     def _delta(self, data: dict[str, Any]) -> list[Chunk]:
@@ -204,6 +216,10 @@ class AnthropicStreamTranslator:
             if isinstance(thinking, str) and thinking:
                 return [self._chunk({"reasoning_content": thinking})]
             return []
+        if kind == "signature_delta":
+            signature = delta.get("signature")
+            # The whole signature of the block arrives in one event (the SDKs assign, not append).
+            return [self._chunk({"reasoning_signature": signature})] if isinstance(signature, str) else []
         if kind == "input_json_delta":
             index = data.get("index")
             tool = self._blocks.get(index) if isinstance(index, int) else None
@@ -214,7 +230,7 @@ class AnthropicStreamTranslator:
             return [
                 self._chunk({"tool_calls": [{"index": tool.ordinal, "function": {"arguments": fragment}}]})
             ]
-        return []  # signature_delta, citations_delta, …
+        return []  # citations_delta, …
 
     def _stop(self, index: Any) -> list[Chunk]:
         block = self._blocks.pop(index, None) if isinstance(index, int) else None
@@ -257,6 +273,7 @@ def message_to_chunks(body: dict[str, Any], *, created: int | None = None) -> li
         raise UpstreamError("malformed upstream completion: no content array")
     texts: list[str] = []
     thinking: list[str] = []
+    signatures: list[str] = []
     calls: list[dict[str, Any]] = []
     for block in content:
         if not isinstance(block, dict):
@@ -266,6 +283,10 @@ def message_to_chunks(body: dict[str, Any], *, created: int | None = None) -> li
             texts.append(block["text"])
         elif kind == "thinking" and isinstance(block.get("thinking"), str):
             thinking.append(block["thinking"])
+            signature = block.get("signature")
+            signatures.append(signature if isinstance(signature, str) else "")
+        elif kind == "redacted_thinking":
+            signatures.append("")
         elif kind == "tool_use":
             n = len(calls)
             calls.append(
@@ -284,6 +305,11 @@ def message_to_chunks(body: dict[str, Any], *, created: int | None = None) -> li
         delta["content"] = "".join(texts)
     if thinking:
         delta["reasoning_content"] = "".join(thinking)
+    if len(set(signatures)) == 1 and signatures[0]:
+        # One signed thinking block (or the same signature throughout): the reasoning is replayable.
+        delta["reasoning_signature"] = signatures[0]
+    elif signatures:
+        delta["reasoning_signature"] = ""
     if calls:
         delta["tool_calls"] = calls
     mid = body.get("id")

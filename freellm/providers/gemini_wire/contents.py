@@ -4,6 +4,9 @@ Decisions (also in ``docs/providers.md``):
 
 * **system**: every system (or developer) message, wherever it sits, is collected for
   ``systemInstruction``; :mod:`.request` joins them and decides where they go.
+* **signed reasoning**: an assistant message with ``reasoning_content`` **and** ``reasoning_signature``
+  (both non-empty strings) gets a thought part ``{"text", "thought": true, "thoughtSignature"}`` before
+  its text; reasoning without a signature is not sent (Gemini has no use for unsigned thoughts).
 * **turns**: ``assistant`` → ``model``; ``tool`` results → ``functionResponse`` parts of a user turn;
   consecutive same-role turns are merged (so parallel tool results are one user turn, as Gemini wants).
   Empty text is dropped; an empty turn is dropped.
@@ -72,7 +75,7 @@ def translate_messages(
         elif role == "user":
             append_parts(contents, "user", _user_parts(content, media))
         elif role == "assistant":
-            parts: list[Part] = []
+            parts: list[Part] = _thought_parts(msg)
             text = _joined_text(content)
             if text:
                 parts.append({"text": text})
@@ -103,6 +106,14 @@ def merge_adjacent(contents: list[Content]) -> list[Content]:
     for content in contents:
         append_parts(out, content["role"], list(content["parts"]))
     return out
+
+
+def _thought_parts(msg: Mapping[str, Any]) -> list[Part]:
+    """The signed reasoning of an assistant message as one thought part (none without a signature)."""
+    reasoning, signature = msg.get("reasoning_content"), msg.get("reasoning_signature")
+    if isinstance(reasoning, str) and reasoning and isinstance(signature, str) and signature:
+        return [{"text": reasoning, "thought": True, "thoughtSignature": signature}]
+    return []
 
 
 def _joined_text(content: Any) -> str:

@@ -5,7 +5,9 @@
 the chunks it produces; ``finish()`` flushes what is left at the end of input. Mapping:
 
 * parts with ``thought: true`` → ``reasoning_content``; other ``text`` parts → ``content`` (the first
-  chunk also carries ``role: assistant``); empty text is skipped;
+  chunk also carries ``role: assistant``); empty text is skipped. A thought part's ``thoughtSignature``
+  → ``reasoning_signature`` (in the same chunk as its text, or alone for a text-less thought part); the
+  signatures of text parts are not the reasoning's and are ignored;
 * each ``functionCall`` part → one complete tool call (``index`` in call order, ``id`` = Gemini's
   ``functionCall.id`` or a generated ``call_<hex>``, ``name``, the ``args`` object as JSON ``arguments``,
   and the part's ``thoughtSignature`` as ``thought_signature``). A call repeated in a later frame (same
@@ -199,10 +201,15 @@ class GeminiStreamTranslator:
                     out.append(chunk)
                 continue
             text = part.get("text")
+            thought = part.get("thought") is True
             if isinstance(text, str) and text:
-                field = "reasoning_content" if part.get("thought") is True else "content"
-                out.append(self._chunk({field: text}))
+                delta: dict[str, Any] = {"reasoning_content" if thought else "content": text}
+                if thought and signature is not None:
+                    delta["reasoning_signature"] = signature
+                out.append(self._chunk(delta))
             elif signature is not None:
+                if thought:
+                    out.append(self._chunk({"reasoning_signature": signature}))
                 loose_signature = signature  # a signature-only part: for the next call, if any
         return out
 

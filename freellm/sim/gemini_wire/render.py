@@ -1,6 +1,7 @@
 """Rendering a simulator plan as Gemini answers: a ``GenerateContentResponse`` or its stream frames.
 
-Streams are one response object per content chunk: thought parts (``thought: true``) for the reasoning,
+Streams are one response object per content chunk: thought parts (``thought: true``) for the reasoning
+(the last one carrying the scenario's ``reasoning_signature`` as ``thoughtSignature``, when it has one),
 text parts, one ``functionCall`` part per tool call (whole arguments, as Gemini sends them; the first call
 carries a ``thoughtSignature``, :func:`thought_signature_of`), then a final frame with ``finishReason`` and
 ``usageMetadata``. Content chunks for ``cut_after``/``stall_after``/``inband_error_after`` are the text
@@ -117,7 +118,12 @@ def render_stream(
 def render_completion(plan: Plan, scenario: Scenario, view: RequestView, response_id: str) -> dict[str, Any]:
     """The ``GenerateContentResponse`` carrying the same thoughts, text, calls and usage."""
     _, texts, calls = _parts(plan, scenario)
-    parts: list[dict[str, Any]] = [{"text": plan.reasoning, "thought": True}] if plan.reasoning else []
+    parts: list[dict[str, Any]] = []
+    if plan.reasoning:
+        thought: dict[str, Any] = {"text": plan.reasoning, "thought": True}
+        if scenario.reasoning_signature is not None:
+            thought["thoughtSignature"] = scenario.reasoning_signature
+        parts.append(thought)
     if plan.text:
         text_part: dict[str, Any] = {"text": plan.text}
         if texts and "thoughtSignature" in texts[-1]:
@@ -166,7 +172,9 @@ def _parts(
     plan: Plan, scenario: Scenario
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """(thought parts, text parts, function-call parts) of the answer, one part per stream chunk."""
-    thoughts = [{"text": piece, "thought": True} for piece in plan.reasoning_pieces]
+    thoughts: list[dict[str, Any]] = [{"text": piece, "thought": True} for piece in plan.reasoning_pieces]
+    if thoughts and scenario.reasoning_signature is not None:
+        thoughts[-1]["thoughtSignature"] = scenario.reasoning_signature
     texts: list[dict[str, Any]] = [{"text": piece} for piece in plan.text_pieces]
     calls: list[dict[str, Any]] = []
     for i, tool in enumerate(plan.tools):

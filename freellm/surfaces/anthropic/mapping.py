@@ -8,7 +8,13 @@
   client's order. Text documents are inlined as fenced text; PDF/URL/file documents are refused (400)
   before routing, with at most three distinct reasons and no payload echo.
 * An assistant turn becomes one message: text (or null) plus ``tool_calls`` from its ``tool_use``
-  blocks. Thinking, redacted thinking and unknown blocks are dropped.
+  blocks. Its **signed** thinking is kept as sent ("reasoning the client sent itself"): one ``thinking``
+  block with a non-empty ``signature`` → ``reasoning_content`` + ``reasoning_signature``; several
+  thinking blocks, or any ``redacted_thinking`` block → ``thinking_blocks`` (the blocks verbatim, in
+  order, for an Anthropic upstream; an extra field like the pair) plus ``reasoning_content`` (the
+  thinking texts joined with newlines, for OpenAI-wire upstreams) and no signature (one signature
+  cannot stand for several blocks). Thinking blocks without a signature (what this gateway renders for
+  reasoning that came unsigned) and unknown blocks are dropped.
 * **Prompt-caching markers** (``cache_control``) ride on the canonical content part of the block they
   were set on. A message (the hoisted system message, a user or assistant message, a tool result) in
   which some block carries one gets a list of content parts instead of the joined string, one text part
@@ -43,6 +49,7 @@ from freellm.surfaces.anthropic.wire import (
     DocumentBlock,
     ImageBlock,
     MessagesRequest,
+    OtherBlock,
     TextBlock,
     ToolResultBlock,
     ToolUseBlock,
@@ -216,8 +223,13 @@ class _Translator:
             return {"role": "assistant", "content": content}
         texts: list[dict[str, Any]] = []
         calls: list[dict[str, Any]] = []
+        thinking: list[dict[str, str]] = []
         for b in content:
-            if isinstance(b, TextBlock):
+            if isinstance(b, OtherBlock):
+                block = _signed_thinking(b)
+                if block is not None:
+                    thinking.append(block)
+            elif isinstance(b, TextBlock):
                 if b.text:
                     texts.append(_text_part(b.text, b))
             elif isinstance(b, ToolUseBlock):
@@ -241,7 +253,30 @@ class _Translator:
         msg: dict[str, Any] = {"role": "assistant", "content": body}
         if calls:
             msg["tool_calls"] = calls
+        if len(thinking) == 1 and thinking[0]["type"] == "thinking":
+            msg["reasoning_content"] = thinking[0]["thinking"]
+            msg["reasoning_signature"] = thinking[0]["signature"]
+        elif thinking:
+            msg["thinking_blocks"] = thinking
+            texts_of = [t["thinking"] for t in thinking if t["type"] == "thinking" and t["thinking"]]
+            if texts_of:
+                msg["reasoning_content"] = "\n".join(texts_of)
         return msg
+
+
+def _signed_thinking(block: OtherBlock) -> dict[str, str] | None:
+    """A signed ``thinking`` block or a ``redacted_thinking`` block, as its canonical copy; None for
+    anything else (unsigned thinking included)."""
+    extra = block.model_extra or {}
+    if block.type == "thinking":
+        text, signature = extra.get("thinking"), extra.get("signature")
+        if isinstance(text, str) and isinstance(signature, str) and signature:
+            return {"type": "thinking", "thinking": text, "signature": signature}
+    elif block.type == "redacted_thinking":
+        data = extra.get("data")
+        if isinstance(data, str) and data:
+            return {"type": "redacted_thinking", "data": data}
+    return None
 
 
 def _cache_control(block: Any) -> dict[str, Any] | None:

@@ -9,6 +9,9 @@ before the text (``thinking_delta``…, ``signature_delta``, stop) → the ``tex
 → each tool call as a ``tool_use`` block (``input: {}``, ONE ``input_json_delta`` with the full JSON,
 stop) → ``message_delta`` (``stop_reason``, ``usage.output_tokens``) → ``message_stop``. Reasoning that
 arrives after the text has started is held and emitted as a thinking block once the text block closes.
+The ``signature_delta`` carries the upstream's signature (a chunk's ``reasoning_signature``) when it
+gave one, else ``""``; reasoning that follows a signature opens a new thinking block, so each block
+keeps its own signature and a client can send the blocks back to an Anthropic upstream unchanged.
 After commit an upstream failure is one ``error`` event, and the stream ends there.
 """
 
@@ -107,7 +110,9 @@ def message_body(
     ids = _ToolIds()
     content: list[dict[str, Any]] = []
     if result.reasoning:
-        content.append({"type": "thinking", "thinking": result.reasoning, "signature": ""})
+        content.append(
+            {"type": "thinking", "thinking": result.reasoning, "signature": result.reasoning_signature}
+        )
     if result.text:
         content.append({"type": "text", "text": result.text})
     for call in result.tool_calls:
@@ -192,7 +197,8 @@ class MessagesRenderer:
         self._started = False
         self._index = 0
         self._open: Literal["text", "thinking"] | None = None
-        self._late_reasoning: list[str] = []
+        self._signature = ""  # of the open thinking block
+        self._late: list[list[str]] = []  # reasoning after the text started: [text, signature] per block
         self._finish: str | None = None
         self._tool_use = False
         self._usage: dict[str, Any] | None = None
@@ -215,6 +221,9 @@ class MessagesRenderer:
             reasoning = delta.get("reasoning_content") or delta.get("reasoning")
             if isinstance(reasoning, str) and reasoning:
                 self._reasoning(reasoning, out)
+            signature = delta.get("reasoning_signature")
+            if isinstance(signature, str) and signature:
+                self._signed(signature)
             content = delta.get("content")
             if isinstance(content, str) and content:
                 self._text(content, out)
@@ -300,7 +309,8 @@ class MessagesRenderer:
 
     def _close(self, out: list[bytes]) -> None:
         if self._open == "thinking":
-            self._delta({"type": "signature_delta", "signature": ""}, out)
+            self._delta({"type": "signature_delta", "signature": self._signature}, out)
+            self._signature = ""
         if self._open is not None:
             self._stop(out)
             self._open = None
@@ -308,20 +318,32 @@ class MessagesRenderer:
     def _reasoning(self, text: str, out: list[bytes]) -> None:
         self._out_chars += len(text)
         if self._open == "text":
-            self._late_reasoning.append(text)
+            if not self._late or self._late[-1][1]:
+                self._late.append(["", ""])
+            self._late[-1][0] += text
             return
+        if self._open == "thinking" and self._signature:
+            self._close(out)  # the previous block is complete (signed): this reasoning is a new one
         if self._open is None:
             self._start({"type": "thinking", "thinking": "", "signature": ""}, out)
             self._open = "thinking"
         self._delta({"type": "thinking_delta", "thinking": text}, out)
 
+    def _signed(self, signature: str) -> None:
+        """The upstream's signature over the reasoning just sent: for the open (or held) thinking block.
+        One arriving when no unsigned block is open has nothing to sign and is dropped."""
+        if self._open == "thinking" and not self._signature:
+            self._signature = signature
+        elif self._open == "text" and self._late and not self._late[-1][1]:
+            self._late[-1][1] = signature
+
     def _flush_reasoning(self, out: list[bytes]) -> None:
-        if self._late_reasoning:
-            text = "".join(self._late_reasoning)
-            self._late_reasoning = []
+        late, self._late = self._late, []
+        for text, signature in late:
             self._start({"type": "thinking", "thinking": "", "signature": ""}, out)
             self._open = "thinking"
             self._delta({"type": "thinking_delta", "thinking": text}, out)
+            self._signature = signature
             self._close(out)
 
     def _text(self, text: str, out: list[bytes]) -> None:

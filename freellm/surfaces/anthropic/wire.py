@@ -69,7 +69,9 @@ class ToolUseBlock(_Wire):
 
 
 class OtherBlock(_Wire):
-    """Any other block type (thinking, redacted_thinking, server tool blocks…): accepted, not forwarded."""
+    """Any other block type: accepted. Signed ``thinking`` and ``redacted_thinking`` blocks of assistant
+    turns are read from the extras by the mapping (kept as canonical reasoning); server tool blocks and
+    the rest are not forwarded."""
 
     type: str
 
