@@ -35,9 +35,9 @@ def build_pipeline(
         stages.append(
             CompressStage(compressor, settings.compression, image_tokens=settings.routing.image_token_estimate)
         )
-    stages.append(ImageStage(settings.images))
     if settings.profiles:
         stages.append(ProfileStage(settings.profiles))
+    stages.append(ImageStage(settings.images))
     stages.append(GatesStage(settings, router))
     if settings.limits.request_max_tokens_budget > 0:
         stages.append(BudgetStage(settings.limits, image_tokens=settings.routing.image_token_estimate))
