@@ -6,14 +6,24 @@ The simulator's request log proves which route each turn reached and what it rec
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
 import pytest
 
+from freellm.sim import SimServer
 from freellm.sim.control import SimControl
-from tests.harness import CLIENT_KEY, GatewayServer, unique
-from tests.integration.helpers import MODEL, MakeGateway, anthropic_sdk, received, sdk, upstream
+from tests.harness import CLIENT_KEY, BackgroundLoop, GatewayServer, unique
+from tests.integration.helpers import (
+    MODEL,
+    MakeGateway,
+    anthropic_sdk,
+    mixed_gateways,
+    received,
+    sdk,
+    upstream,
+)
 
 OPENAI_AUTH = {"Authorization": f"Bearer {CLIENT_KEY}"}
 HANDOFF = {"sessions": {"context_handoff": "on_model_switch"}}
@@ -248,3 +258,22 @@ def test_reasoning_the_client_sent_is_kept_and_other_answers_get_none(make_gatew
     chat(gw, turn_two("q", "a different answer", "next"))
     sent = [m for m in received(sim_control, a)[-1]["messages"] if m["role"] == "assistant"][-1]
     assert "reasoning_content" not in sent
+
+
+def test_signed_reasoning_comes_back_as_a_thinking_block_on_an_anthropic_upstream(
+    servers_loop: BackgroundLoop, sim: SimServer, tmp_path: Path, sim_control: SimControl
+) -> None:
+    """A chat client that drops reasoning: turn 2 still reaches the Anthropic-wire route with its own
+    signed thinking block first (thinking models reject a tool loop without it)."""
+    with mixed_gateways(servers_loop, sim, tmp_path, MODEL) as make:
+        a = unique("ant")
+        gw = make({a: "anthropic"})
+        sim_control.script(a, {"reasoning": "Six sevens are forty-two.", "text": "42", "reasoning_signature": "sig-abc"})
+        first = chat(gw, [{"role": "user", "content": "6*7?"}], reasoning_effort="high")
+        assert answer(first) == "42"
+        chat(gw, turn_two("6*7?", "42", "and 6*8?"), reasoning_effort="high")
+        sent = received(sim_control, a)[-1]
+    assistant = [m for m in sent["messages"] if m["role"] == "assistant"][-1]
+    blocks = assistant["content"]
+    assert blocks[0] == {"type": "thinking", "thinking": "Six sevens are forty-two.", "signature": "sig-abc"}
+    assert blocks[1]["type"] == "text" and blocks[1]["text"] == "42"

@@ -86,7 +86,7 @@ class SessionStage:
             answer=result.text,
             tool_call_ids=[tc.id for tc in result.tool_calls],
             reasoning=result.reasoning,
-            signature=getattr(result, "reasoning_signature", ""),
+            signature=result.reasoning_signature,
             cfg=self._cfg,
         )
         await self._memory.put(key, doc)
