@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from freellm.core.request import ChatRequest
 from freellm.engine.context import RequestContext
@@ -59,6 +59,7 @@ class Stage(Protocol):
     async def __call__(self, ctx: RequestContext, draft: Draft) -> Draft | Replay: ...
 
 
+@runtime_checkable
 class AfterTurn(Protocol):
     """A stage that also remembers something once a turn succeeded (sessions)."""
 
@@ -68,6 +69,7 @@ class AfterTurn(Protocol):
 class Pipeline:
     def __init__(self, stages: Sequence[Stage]) -> None:
         self.stages = tuple(stages)
+        self._after: tuple[AfterTurn, ...] = tuple(s for s in stages if isinstance(s, AfterTurn))
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -90,7 +92,5 @@ class Pipeline:
 
     async def after_turn(self, ctx: RequestContext, draft: Draft, outcome: TurnOutcome) -> None:
         """Every stage's hook on a successful turn (the outcome carries no in-band error)."""
-        for stage in self.stages:
-            hook = getattr(stage, "after_turn", None)
-            if hook is not None:
-                await hook(ctx, draft, outcome)
+        for stage in self._after:
+            await stage.after_turn(ctx, draft, outcome)
