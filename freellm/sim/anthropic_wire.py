@@ -1,4 +1,5 @@
-"""The Anthropic Messages wire: request checking and rendering of plans, errors and model lists.
+"""The Anthropic Messages wire: rendering of plans, errors and model lists; requests are checked by
+:mod:`freellm.sim.anthropic_checks`.
 
 ``POST /{provider}/v1/messages`` with ``x-api-key`` (or a bearer token). Requests are checked the way Anthropic checks them
 (unknown top-level fields, ``max_tokens`` required, roles, empty text, tool_use/tool_result pairing,
