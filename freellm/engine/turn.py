@@ -18,7 +18,8 @@ from freellm.routing.router import Router
 
 __all__ = ["Engine"]
 
-_COMPRESS_ONLY = frozenset({"compress"})
+_COUNT_STAGES = frozenset({"compress", "profile"})
+"""What a count-tokens request goes through: what changes the prompt, nothing that routes."""
 
 
 class Engine:
@@ -37,9 +38,10 @@ class Engine:
         if outcome.committed_error is None:
             await self.pipeline.after_turn(ctx, draft, outcome)
 
-    async def compress_only(self, ctx: RequestContext, req: ChatRequest) -> ChatRequest:
-        """The request as compression would send it upstream (for the count-tokens routes)."""
-        draft = await self.pipeline.run(ctx, req, only=_COMPRESS_ONLY)
+    async def counted_request(self, ctx: RequestContext, req: ChatRequest) -> ChatRequest:
+        """The prompt as it would go upstream — compressed, with the profile's system prompt — for the
+        count-tokens routes."""
+        draft = await self.pipeline.run(ctx, req, only=_COUNT_STAGES)
         assert isinstance(draft, Draft)
         return draft.req
 

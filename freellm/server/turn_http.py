@@ -60,13 +60,14 @@ def new_context(
 
 
 async def counted_request(request: web.Request, req: ChatRequest, surface: str) -> ChatRequest:
-    """A count-tokens route's request after compression — what the count must reflect — with the
-    ``X-FreeLLM-Compress`` header set on the reply (nothing is recorded in the compression stats)."""
+    """A count-tokens route's request after compression and the profile's system prompt — what the
+    count must reflect — with the ``X-FreeLLM-Compress`` header set on the reply (nothing is recorded in
+    the compression stats)."""
     gw = request.app[GATEWAY]
     ctx = new_context(request, surface, compressible=True)
     ctx.counting = True
     try:
-        return await gw.engine.compress_only(ctx, req)
+        return await gw.engine.counted_request(ctx, req)
     finally:
         request[BASE_HEADERS].update(ctx.pipeline_headers())
 

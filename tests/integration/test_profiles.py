@@ -168,3 +168,17 @@ def test_surface_defaults_are_not_asked_limits(make_gateway: MakeGateway, sim_co
     )
     assert resp.status_code == 200
     assert received(sim_control, a)[-1]["max_tokens"] == min(2000 - 2, 4096)
+
+
+def test_count_tokens_include_the_enforced_prompt(make_gateway: MakeGateway) -> None:
+    gw, _, _ = profiled(make_gateway)
+    payload = {"model": "claude-haiku-4-5", "messages": [{"role": "user", "content": "hi"}]}
+    url = f"{gw.base_url}/v1/messages/count_tokens"
+    plain = httpx.post(url, json=payload, headers={"x-api-key": CLIENT_KEY}).json()["input_tokens"]
+    team = httpx.post(url, json=payload, headers={"x-api-key": TEAM_KEY}).json()["input_tokens"]
+    assert team == plain + len("Answer in French.") // 4 + 1  # ceil(17 / 4) = 5 more
+    gemini = f"{gw.base_url}/v1beta/models/gemini-2.5-flash:countTokens"
+    body = {"contents": [{"parts": [{"text": "hi"}]}]}
+    g_plain = httpx.post(gemini, json=body, headers={"x-goog-api-key": CLIENT_KEY}).json()["totalTokens"]
+    g_team = httpx.post(gemini, json=body, headers={"x-goog-api-key": TEAM_KEY}).json()["totalTokens"]
+    assert g_team > g_plain

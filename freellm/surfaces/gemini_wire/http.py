@@ -128,9 +128,10 @@ async def _count_tokens(request: web.Request) -> web.Response:
         total = estimate_count_tokens(inner.contents, inner)
     else:
         total = estimate_count_tokens(wire.contents or [])
-    if request.app[GATEWAY].settings.compression.mode != "off":
-        # Count what compression would send: Gemini's own figure, less what the compressor saves on
-        # the canonical form of the same contents.
+    settings = request.app[GATEWAY].settings
+    if settings.compression.mode != "off" or settings.profiles:
+        # Count what would be sent: Gemini's own figure, corrected by what compression and the
+        # profile's system prompt change on the canonical form of the same contents.
         generate = inner if inner is not None else GenerateContentRequest(contents=wire.contents or [])
         canonical = to_chat_request(generate, "auto", stream=False, default_max_tokens=None)
         compressed = await counted_request(request, canonical, "gemini")
