@@ -126,8 +126,8 @@ async def respond_turn(
                 outcome = await gw.engine.run_turn(ctx, prepared, sink)
                 if outcome.committed_error is None:
                     await _after_turn(gw, ctx, prepared, outcome)
-                if on_complete is not None and outcome.committed_error is None:
-                    await on_complete(outcome)
+                    if on_complete is not None:
+                        await on_complete(outcome)
                 if recorder is not None:
                     await _store_stream(gw, ctx, recorder, renderer.content_type, outcome)
             except asyncio.CancelledError:
@@ -149,15 +149,7 @@ async def respond_turn(
         body = orjson.dumps(render_completion(outcome))
         if on_complete is not None:
             await on_complete(outcome)
-        if ctx.cache_key is not None and outcome.result.finish_reason != "length":
-            await gw.cache.put(
-                ctx.cache_key,
-                "json",
-                body,
-                content_type=_JSON,
-                tokens=outcome.tokens_in + outcome.tokens_out,
-                route=outcome.attempt.route.label,
-            )
+        await _store_json(gw, ctx, body, outcome)
         served = outcome.attempt.route.label
         reply_headers = {
             **base_headers,
@@ -205,6 +197,20 @@ async def _replay(request: web.Request, reply: CachedReply, base_headers: dict[s
     with contextlib.suppress(ConnectionResetError):  # the client left: nothing else to do
         await response.write(reply.body)
     return response
+
+
+async def _store_json(gw: Gateway, ctx: RequestContext, body: bytes, outcome: TurnOutcome) -> None:
+    """Store a complete non-stream answer (never a ``length``-truncated one)."""
+    if ctx.cache_key is None or outcome.result.finish_reason == "length":
+        return
+    await gw.cache.put(
+        ctx.cache_key,
+        "json",
+        body,
+        content_type=_JSON,
+        tokens=outcome.tokens_in + outcome.tokens_out,
+        route=outcome.attempt.route.label,
+    )
 
 
 async def _store_stream(
