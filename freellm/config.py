@@ -23,6 +23,7 @@ __all__ = [
     "CompressionMode",
     "ConfigError",
     "FallbackConfig",
+    "FusionConfig",
     "GeminiSurfaceConfig",
     "ImagesConfig",
     "LimitsConfig",
@@ -169,6 +170,31 @@ class SessionsConfig(_Model):
     handoff_message_chars: int = Field(default=500, ge=1)
     handoff_max_chars: int = Field(default=6000, ge=1)
     reasoning_memory: bool = True
+
+
+class FusionConfig(_Model):
+    """The ``fusion`` virtual model: a panel answers in parallel, a judge writes one answer
+    (docs/fusion.md). Every member and judge call is an ordinary turn through the engine."""
+
+    enabled: bool = True
+    """Off: ``fusion`` is not listed and is an unknown model like any other."""
+    default_k: int = Field(default=4, ge=1)
+    max_k: int = Field(default=8, ge=1)
+    judge: str | None = None
+    """A route (``provider/model``) or model id the judge is pinned to; None: routed like ``auto``."""
+    strategy: Literal["synthesize", "best_of"] = "synthesize"
+    panel: list[str] = Field(default_factory=list)
+    """Explicit members (routes or model ids); empty: chosen automatically."""
+    panel_timeout_s: float = Field(default=0.0, ge=0)
+    """Members still running this long after the panel started are cancelled (0 = no limit)."""
+    max_cost_tokens: int = Field(default=0, ge=0)
+    """Estimated tokens in and out over every call of one request (0 = no limit)."""
+
+    @model_validator(mode="after")
+    def _k_within_cap(self) -> FusionConfig:
+        if self.default_k > self.max_k:
+            raise ValueError(f"fusion.default_k ({self.default_k}) is over fusion.max_k ({self.max_k})")
+        return self
 
 
 class ImagesConfig(_Model):
@@ -353,6 +379,7 @@ class Settings(_Model):
     sessions: SessionsConfig = Field(default_factory=SessionsConfig)
     images: ImagesConfig = Field(default_factory=ImagesConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    fusion: FusionConfig = Field(default_factory=FusionConfig)
 
     @model_validator(mode="after")
     def _profiles_exist(self) -> Settings:

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from freellm.providers.base import Provider
     from freellm.routing.catalog import ModelRoute
 
-__all__ = ["Attempt", "CompressionReport", "RequestContext", "Sink", "TurnOutcome"]
+__all__ = ["Attempt", "CollectSink", "CompressionReport", "RequestContext", "Sink", "TurnOutcome"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +149,23 @@ class Sink(Protocol):
 
     async def end(self) -> None:
         """Terminate a successful stream (e.g. ``[DONE]``)."""
+
+
+class CollectSink:
+    """Non-stream: the turn is folded from the pump's result; nothing is sent until the loop returns,
+    so every failure can still fail over."""
+
+    streaming = False
+    committed = False
+
+    async def send(self, attempt: Attempt, chunks: list[Chunk]) -> None:
+        return None
+
+    async def fail(self, attempt: Attempt, message: str) -> None:
+        return None
+
+    async def end(self) -> None:
+        return None
 
 
 @dataclass(slots=True)

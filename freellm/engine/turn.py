@@ -20,6 +20,9 @@ __all__ = ["Engine"]
 
 _COUNT_STAGES = frozenset({"compress", "profile"})
 """What a count-tokens request goes through: what changes the prompt, nothing that routes."""
+_FUSION_STAGES = frozenset({"compress", "profile", "images", "budget"})
+"""What a fusion request goes through before its panel: the prompt stages and the token budget; each
+member and the judge then route (and are gated) as turns of their own."""
 
 
 class Engine:
@@ -42,6 +45,12 @@ class Engine:
         """The prompt as it would go upstream — compressed, with the profile's system prompt — for the
         count-tokens routes."""
         draft = await self.pipeline.run(ctx, req, only=_COUNT_STAGES)
+        assert isinstance(draft, Draft)
+        return draft.req
+
+    async def fusion_request(self, ctx: RequestContext, req: ChatRequest) -> ChatRequest:
+        """The request a fusion panel is sent: compressed, profiled, images checked, within budget."""
+        draft = await self.pipeline.run(ctx, req, only=_FUSION_STAGES)
         assert isinstance(draft, Draft)
         return draft.req
 

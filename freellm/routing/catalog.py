@@ -108,6 +108,17 @@ class Catalog:
             route = self.by_label.get(f"{provider}/{model}")
         return route
 
+    def member(self, name: str) -> ModelRoute | str:
+        """One named route for a fusion panel or judge: a ``provider/model`` (or ``provider:model``) pin,
+        or a model id's first enabled route. Else why not: ``"unknown"`` or ``"disabled"``."""
+        route = self._pinned(name.strip())
+        if route is not None:
+            return route if route.enabled else "disabled"
+        group = self.groups.get(name.strip().lower())
+        if not group:
+            return "unknown"
+        return next((r for r in group if r.enabled), "disabled")
+
     def resolve(self, requested: str, profile: str | None = None) -> tuple[str, list[ModelRoute]]:
         """Map a requested model name to its candidate routes: (strategy key, routes in order).
 

@@ -101,23 +101,45 @@ class Router:
                 scope = key_scope(route.provider, route.model, key.key_id)
                 if scope in skip.keys:
                     continue
-                cooldown = await self._store.get_cooldown(scope, now)
-                if cooldown is not None:
-                    diagnostics.append(
-                        RouteDiagnostic(label, "cooldown", f"key{idx + 1} cooling down for {cooldown.until - now:.0f}s")
-                    )
-                    continue
-                usage = await self._store.usage(scope, now)
-                verdict = check_limits(route.limits, usage, needs.estimate)
-                if not verdict.ok:
-                    diagnostics.append(RouteDiagnostic(label, verdict.reason or "rpm", f"key{idx + 1} at its limit"))
-                    if verdict.retry_at is not None and (frees_at is None or verdict.retry_at < frees_at):
-                        frees_at = verdict.retry_at
+                gate = await self._key_gate(route, scope, idx, needs, now)
+                if gate is not None:
+                    diagnostics.append(gate[0])
+                    retry_at = gate[1]
+                    if retry_at is not None and (frees_at is None or retry_at < frees_at):
+                        frees_at = retry_at
                     continue
                 self._rr[label] = idx + 1
                 lease_id = await self._store.acquire_lease(scope, needs.estimate, now, lease_ttl)
                 return Pick((route, key), lease_id, diagnostics)
         return Pick(None, "", diagnostics, frees_at)
+
+    async def servable(self, route: ModelRoute, needs: Needs, now: float) -> bool:
+        """Could ``route`` serve ``needs`` right now — enabled, capable, not benched, some key with no
+        cooldown and room in its windows? Takes no lease (fusion's automatic panel asks this)."""
+        if not route.enabled or _capability_gap(route, needs) is not None:
+            return False
+        keys = self.catalog.keys.get(route.provider) or []
+        if not keys or await self._store.get_cooldown(model_scope(route.provider, route.model), now) is not None:
+            return False
+        for idx, key in enumerate(keys):
+            scope = key_scope(route.provider, route.model, key.key_id)
+            if await self._key_gate(route, scope, idx, needs, now) is None:
+                return True
+        return False
+
+    async def _key_gate(
+        self, route: ModelRoute, scope: str, idx: int, needs: Needs, now: float
+    ) -> tuple[RouteDiagnostic, float | None] | None:
+        """Why one key cannot take this request now (and when its window frees), or None when it can."""
+        cooldown = await self._store.get_cooldown(scope, now)
+        if cooldown is not None:
+            detail = f"key{idx + 1} cooling down for {cooldown.until - now:.0f}s"
+            return RouteDiagnostic(route.label, "cooldown", detail), None
+        usage = await self._store.usage(scope, now)
+        verdict = check_limits(route.limits, usage, needs.estimate)
+        if not verdict.ok:
+            return RouteDiagnostic(route.label, verdict.reason or "rpm", f"key{idx + 1} at its limit"), verdict.retry_at
+        return None
 
 
 def _capability_gap(route: ModelRoute, needs: Needs) -> tuple[str, str] | None:

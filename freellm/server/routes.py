@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from aiohttp import web
 
 from freellm import admin
 from freellm.core.request import parse_chat_request
+from freellm.fusion.http import fusion_requested, new_fusion_id, respond_fusion
+from freellm.fusion.options import FUSION_MODEL
 from freellm.server.body import read_json
 from freellm.server.state import BASE_HEADERS, CLIENT, GATEWAY
 from freellm.server.turn_http import respond_turn
 from freellm.surfaces import anthropic_messages, gemini, openai_completions, openai_responses
-from freellm.surfaces.openai_chat import ChatRenderer, chat_completion_body
+from freellm.surfaces.openai_chat import ChatRenderer, FusionChatRenderer, chat_completion_body
 
 __all__ = ["add_routes"]
 
@@ -35,6 +38,19 @@ async def health(request: web.Request) -> web.Response:
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     req = parse_chat_request(await read_json(request))
+    if fusion_requested(request, req.requested_model):
+        fusion_id, created = new_fusion_id(), int(time.time())
+        return await respond_fusion(
+            request,
+            req,
+            surface="chat",
+            raw_options=(req.__pydantic_extra__ or {}).get("fusion"),
+            options_param="fusion",
+            renderer=FusionChatRenderer(fusion_id, created),
+            render_completion=chat_completion_body,
+            fusion_id=fusion_id,
+            created=created,
+        )
     return await respond_turn(
         request,
         req,
@@ -107,7 +123,8 @@ async def list_models(request: web.Request) -> web.Response:
                 "providers": [r.label for r in chain],
             }
         )
-    entries = [auto, *profile_entries, *data]
+    fusion = [{**auto, "id": FUSION_MODEL}] if gw.settings.fusion.enabled else []
+    entries = [auto, *fusion, *profile_entries, *data]
     if only_available:
         entries = [e for e in entries if e["available"]]
     return web.json_response({"object": "list", "data": entries}, headers=request[BASE_HEADERS])

@@ -1,8 +1,8 @@
 """Sinks connect an attempt's output to the HTTP response.
 
 :class:`StreamSink` holds the response headers back until the pump's first real payload (the commit
-point) and then writes each batch of frames as soon as it has it. :class:`CollectSink` is the
-non-stream sink: nothing is ever sent mid-turn, so every failure can still fail over.
+point) and then writes each batch of frames as soon as it has it. The non-stream sink is
+:class:`~freellm.engine.context.CollectSink`.
 
 A client that vanishes is normally noticed by aiohttp, which cancels the handler. When a write gets
 there first (the transport is already closing), :class:`StreamSink` turns the connection reset into
@@ -23,7 +23,7 @@ from freellm.core.chunks import Chunk
 from freellm.engine.context import Attempt
 from freellm.server.headers import routing_headers
 
-__all__ = ["STREAM_HEADERS", "CollectSink", "StreamRenderer", "StreamSink"]
+__all__ = ["STREAM_HEADERS", "StreamRenderer", "StreamSink", "to_client"]
 
 STREAM_HEADERS = {"Cache-Control": "no-cache", "Connection": "keep-alive", "X-Accel-Buffering": "no"}
 """Sent with every stream (a cache replay included): no proxy buffering or caching of the frames."""
@@ -76,7 +76,7 @@ class StreamSink:
             headers.update(self._commit_headers(attempt.route.label))
         response = web.StreamResponse(status=200, headers=headers)
         self.committed = True
-        await _to_client(response.prepare(self._request))
+        await to_client(response.prepare(self._request))
         self.response = response
         return response
 
@@ -85,41 +85,25 @@ class StreamSink:
         data = self._renderer.chunks(chunks)
         if self._recorder is not None:
             self._recorder.chunks(chunks, data)
-        await _to_client(response.write(data))
+        await to_client(response.write(data))
 
     async def fail(self, attempt: Attempt, message: str) -> None:
         response = self.response or await self._commit(attempt)
         if self._recorder is not None:
             self._recorder.fail()
-        await _to_client(response.write(self._renderer.stream_error(attempt.route.provider, message)))
+        await to_client(response.write(self._renderer.stream_error(attempt.route.provider, message)))
 
     async def end(self) -> None:
         if self.response is not None:
             data = self._renderer.done()
-            await _to_client(self.response.write(data))
+            await to_client(self.response.write(data))
             if self._recorder is not None:
                 self._recorder.end(data)
 
 
-async def _to_client(io: Awaitable[object]) -> None:
+async def to_client(io: Awaitable[object]) -> None:
     """Await one write to the client; a reset connection means the client is gone (see module doc)."""
     try:
         await io
     except ConnectionResetError as exc:
         raise asyncio.CancelledError("client disconnected") from exc
-
-
-class CollectSink:
-    """Non-stream: the turn is folded from the pump's result; nothing is sent until the loop returns."""
-
-    streaming = False
-    committed = False
-
-    async def send(self, attempt: Attempt, chunks: list[Chunk]) -> None:
-        return None
-
-    async def fail(self, attempt: Attempt, message: str) -> None:
-        return None
-
-    async def end(self) -> None:
-        return None

@@ -22,15 +22,15 @@ from aiohttp import web
 from freellm.cache.recorder import StreamRecorder
 from freellm.cache.store import CachedReply
 from freellm.core.request import ChatRequest
-from freellm.engine.context import RequestContext, TurnOutcome
+from freellm.engine.context import CollectSink, RequestContext, TurnOutcome
 from freellm.engine.pipeline import Draft, Replay
 from freellm.errors import ClientError, Exhausted
 from freellm.server.headers import routing_headers
-from freellm.server.sinks import STREAM_HEADERS, CollectSink, StreamRenderer, StreamSink
+from freellm.server.sinks import STREAM_HEADERS, StreamRenderer, StreamSink
 from freellm.server.state import BASE_HEADERS, CLIENT, GATEWAY, REQUEST_ID, Gateway
 from freellm.store.base import RequestLogRow
 
-__all__ = ["counted_request", "new_context", "respond_turn"]
+__all__ = ["counted_request", "log_turn", "new_context", "respond_turn"]
 
 log = logging.getLogger("freellm.server")
 
@@ -171,7 +171,7 @@ async def respond_turn(
     finally:
         if task is not None:
             gw.turns.discard(task)
-        await _log(gw, ctx, req, status, outcome, error)
+        await log_turn(gw, ctx, req, status, outcome, error)
 
 
 _JSON = "application/json"
@@ -239,14 +239,19 @@ def _shutting_down() -> ClientError:
     )
 
 
-async def _log(
+async def log_turn(
     gw: Gateway,
     ctx: RequestContext,
     req: ChatRequest,
     status: int,
     outcome: TurnOutcome | None,
     error: BaseException | None,
+    *,
+    route: str | None = None,
+    extra: dict[str, object] | None = None,
 ) -> None:
+    """Write the request-log row of one turn (``route``/``extra``: what a fusion turn says instead of
+    its outcome's route, and adds). A failed write is logged, never the client's problem."""
     trail = outcome.trail if outcome is not None else getattr(error, "trail", [])
     if isinstance(error, asyncio.CancelledError):
         result = "canceled"
@@ -259,7 +264,8 @@ async def _log(
         ts=ctx.started_wall,
         surface=ctx.surface,
         requested_model=req.requested_model,
-        route=outcome.attempt.route.label if outcome is not None else ("cache" if ctx.cache_status == "HIT" else None),
+        route=route
+        or (outcome.attempt.route.label if outcome is not None else ("cache" if ctx.cache_status == "HIT" else None)),
         status=status,
         stream=req.stream,
         attempts=len(trail) + (1 if outcome is not None else 0),
@@ -269,7 +275,7 @@ async def _log(
         tokens_out=outcome.tokens_out if outcome is not None else 0,
         error_class=trail[-1].error_class if trail and result != "success" else None,
         outcome=result,
-        extra=ctx.log_extra(),
+        extra={**ctx.log_extra(), **(extra or {})},
     )
     try:
         await gw.store.log_request(row)

@@ -15,7 +15,7 @@ from freellm.core.accumulate import completion_body
 from freellm.core.chunks import Chunk
 from freellm.engine.context import TurnOutcome
 
-__all__ = ["ChatRenderer", "chat_completion_body"]
+__all__ = ["ChatRenderer", "FusionChatRenderer", "chat_completion_body"]
 
 _DONE = b"data: [DONE]\n\n"
 
@@ -37,6 +37,25 @@ class ChatRenderer:
 
     def done(self) -> bytes:
         return _DONE
+
+
+class FusionChatRenderer(ChatRenderer):
+    """The ``fusion`` model's chat stream: every chunk under one id with ``model: "fusion"``, and the
+    panel's progress as additive chunks (``delta: {}`` plus ``_fusion``) that standard clients skip."""
+
+    def __init__(self, chunk_id: str, created: int, model: str = "fusion") -> None:
+        self._base = {"id": chunk_id, "object": "chat.completion.chunk", "created": created, "model": model}
+
+    def chunks(self, chunks: list[Chunk]) -> bytes:
+        base = self._base
+        return super().chunks([{**c, **base} for c in chunks])
+
+    def opening(self) -> bytes:
+        return b""
+
+    def progress(self, event: dict[str, Any]) -> bytes:
+        chunk = {**self._base, "choices": [{"index": 0, "delta": {}, "finish_reason": None}], "_fusion": event}
+        return b"data: " + orjson.dumps(chunk) + b"\n\n"
 
 
 def chat_completion_body(outcome: TurnOutcome) -> dict[str, Any]:

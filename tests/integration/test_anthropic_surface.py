@@ -565,7 +565,7 @@ def test_models_list_in_anthropic_shape(make_gateway: MakeGateway) -> None:
     gw, _ = one_route(make_gateway)
     page = anthropic_sdk(gw).models.list()
     ids = [m.id for m in page.data]
-    assert ids == ["auto", "claude-opus-4-5", "claude-sonnet-4-5", "claude-haiku-4-5", MODEL]
+    assert ids == ["auto", "fusion", "claude-opus-4-5", "claude-sonnet-4-5", "claude-haiku-4-5", MODEL]
     assert all(m.type == "model" and m.display_name for m in page.data)
 
     with httpx.Client() as h:

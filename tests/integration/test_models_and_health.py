@@ -54,7 +54,7 @@ def test_models_lists_auto_first_then_every_model(mixed: tuple[GatewayServer, di
     resp = get_models(gw)
     assert resp.headers.get("X-Request-ID")
     data = resp.json()["data"]
-    assert [m["id"] for m in data] == ["auto", "model-x", "model-y", "model-z", "model-w"]
+    assert [m["id"] for m in data] == ["auto", "fusion", "model-x", "model-y", "model-z", "model-w"]
     for m in data:
         assert m["object"] == "model" and m["created"] == 0 and isinstance(m["owned_by"], str)
         assert m["context_length"] == m["context_window"]
@@ -85,21 +85,21 @@ def test_models_lists_auto_first_then_every_model(mixed: tuple[GatewayServer, di
 def test_models_available_filter(mixed: tuple[GatewayServer, dict[str, str]], query: str) -> None:
     gw, _ = mixed
     models = by_id(get_models(gw, query))
-    assert list(models) == ["auto", "model-x", "model-w"]
+    assert list(models) == ["auto", "fusion", "model-x", "model-w"]
     assert all(m["available"] for m in models.values())
 
 
 @pytest.mark.parametrize("query", ["?available=0", "?available=false", "?available=", "?other=1"])
 def test_models_filter_off_lists_everything(mixed: tuple[GatewayServer, dict[str, str]], query: str) -> None:
     gw, _ = mixed
-    assert len(by_id(get_models(gw, query))) == 5
+    assert len(by_id(get_models(gw, query))) == 6
 
 
 def test_models_through_the_openai_sdk(mixed: tuple[GatewayServer, dict[str, str]]) -> None:
     gw, _ = mixed
     client = OpenAI(base_url=gw.v1, api_key=CLIENT_KEY, max_retries=0, timeout=10)
     ids = [m.id for m in client.models.list()]
-    assert ids == ["auto", "model-x", "model-y", "model-z", "model-w"]
+    assert ids == ["auto", "fusion", "model-x", "model-y", "model-z", "model-w"]
     with pytest.raises(openai.AuthenticationError):
         OpenAI(base_url=gw.v1, api_key="wrong", max_retries=0, timeout=10).models.list()
 

@@ -7,12 +7,15 @@ Auth (``x-api-key`` or ``Authorization: Bearer``) is the edge middleware's; ``an
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from aiohttp import web
 
 from freellm.core.tokens import estimate_input_tokens
 from freellm.engine.context import TurnOutcome
+from freellm.fusion.http import fusion_requested, new_fusion_id, respond_fusion
+from freellm.fusion.options import FUSION_MODEL
 from freellm.server.body import read_json
 from freellm.server.state import BASE_HEADERS, GATEWAY, REQUEST_ID
 from freellm.server.turn_http import counted_request, respond_turn
@@ -32,7 +35,8 @@ async def messages(request: web.Request) -> web.StreamResponse:
     gw = request.app[GATEWAY]
     settings = gw.settings
     wire = parse_messages_request(await read_json(request))
-    target = resolve_model(wire.model, gw.catalog, settings.surfaces.anthropic.model_map)
+    fusion = fusion_requested(request, wire.model or "")
+    target = FUSION_MODEL if fusion else resolve_model(wire.model, gw.catalog, settings.surfaces.anthropic.model_map)
     req = to_chat_request(wire, target)
     echo = wire.model if wire.model else target
     input_estimate = estimate_input_tokens(req, image_tokens=settings.routing.image_token_estimate)
@@ -41,15 +45,31 @@ async def messages(request: web.Request) -> web.StreamResponse:
     def render(outcome: TurnOutcome) -> dict[str, Any]:
         return message_body(outcome, model=echo, input_estimate=input_estimate, message_id=message_id)
 
+    renderer = MessagesRenderer(echo, input_tokens=input_estimate, message_id=message_id)
+    output_limit_asked = wire.max_tokens is not None and wire.max_tokens > 0
+    if fusion:
+        return await respond_fusion(
+            request,
+            req,
+            surface="anthropic",
+            raw_options=(wire.metadata or {}).get("fusion"),
+            options_param="metadata.fusion",
+            renderer=renderer,
+            render_completion=render,
+            fusion_id=new_fusion_id(),
+            created=int(time.time()),
+            headers={"request-id": request[REQUEST_ID]},
+            output_limit_asked=output_limit_asked,
+        )
     return await respond_turn(
         request,
         req,
         surface="anthropic",
-        renderer=MessagesRenderer(echo, input_tokens=input_estimate, message_id=message_id),
+        renderer=renderer,
         render_completion=render,
         headers={"request-id": request[REQUEST_ID]},
         cache_variant=f"model={echo}",
-        output_limit_asked=wire.max_tokens is not None and wire.max_tokens > 0,
+        output_limit_asked=output_limit_asked,
     )
 
 
@@ -68,6 +88,8 @@ def list_models(request: web.Request) -> web.Response:
     catalog = gw.catalog
     model_map = gw.settings.surfaces.anthropic.model_map
     entries: list[tuple[str, str]] = [("auto", "freellm auto (the configured chain)")]
+    if gw.settings.fusion.enabled:
+        entries.append((FUSION_MODEL, "freellm fusion (a panel of models, one judged answer)"))
     groups = [
         routes[0].model
         for routes in catalog.groups.values()

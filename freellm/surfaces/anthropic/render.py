@@ -272,6 +272,17 @@ class MessagesRenderer:
         out.append(_frame("message_stop", {"type": "message_stop"}))
         return b"".join(out)
 
+    # -- fusion progress (freellm.fusion) ----------------------------------------------------------------
+
+    def opening(self) -> bytes:
+        """A fusion stream opens at once with ``message_start``."""
+        return b"" if self._started else self._message_start()
+
+    def progress(self, event: dict[str, Any]) -> bytes:
+        """One ``fusion`` event (``_fusion``: the panel or judge event), always after ``message_start``:
+        the anthropic SDK rejects unknown named events before it and skips them after it."""
+        return self.opening() + _frame("fusion", {"type": "fusion", "_fusion": event})
+
     # -- blocks -----------------------------------------------------------------------------------------
 
     def _message_start(self) -> bytes:

@@ -23,6 +23,7 @@ from aiohttp import web
 
 from freellm.engine.context import TurnOutcome
 from freellm.errors import ClientError, Exhausted
+from freellm.fusion.http import fusion_requested, new_fusion_id, respond_fusion
 from freellm.server.body import read_json
 from freellm.server.errors import register_error_style
 from freellm.server.state import BASE_HEADERS, GATEWAY, Gateway
@@ -73,7 +74,9 @@ async def create_response(request: web.Request) -> web.StreamResponse:
             gw.store, parsed.previous_response_id, now=now, max_depth=cfg.max_chain_depth
         )
     req = build_chat_request(parsed, history)
-    _check_model(gw, req.requested_model)
+    fusion = fusion_requested(request, req.requested_model)
+    if not fusion:
+        _check_model(gw, req.requested_model)
     ids: IdFactory = random_id
     shell = ResponseShell(
         id=ids("resp"),
@@ -103,6 +106,20 @@ async def create_response(request: web.Request) -> web.StreamResponse:
         saver.schedule(response)
         return response
 
+    if fusion:
+        metadata = parsed.echo.get("metadata") or {}
+        return await respond_fusion(
+            request,
+            req,
+            surface="responses",
+            raw_options=metadata.get("fusion"),
+            options_param="metadata.fusion",
+            renderer=renderer,
+            render_completion=render_completion,
+            fusion_id=new_fusion_id(),
+            created=shell.created_at,
+            on_complete=saver.wait,
+        )
     return await respond_turn(
         request,
         req,

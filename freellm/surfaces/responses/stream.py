@@ -154,6 +154,21 @@ class ResponsesStreamRenderer:
         self._finalise("response.completed" if status == "completed" else "response.incomplete", response)
         return self._flush()
 
+    # ---- fusion progress (freellm.fusion) ------------------------------------------------------------
+
+    def opening(self) -> bytes:
+        """A fusion stream opens at once: ``response.created`` and ``response.in_progress``."""
+        self._start()
+        return self._flush()
+
+    def progress(self, event: dict[str, Any]) -> bytes:
+        """One ``response.fusion`` event (``_fusion``: the panel or judge event). Always after
+        ``response.created``: the openai SDK's ``responses.stream()`` raises on anything before it and
+        passes unknown event types through after it."""
+        self._start()
+        self._emit("response.fusion", _fusion=event)
+        return self._flush()
+
     # ---- chunk handling ---------------------------------------------------------------------------
 
     def _chunk(self, chunk: Chunk) -> None:
