@@ -167,7 +167,10 @@ class FusionRun:
             nonlocal seq
             if not self._affordable(0):
                 return
-            task = loop.create_task(self._member(seq, route), name=f"fusion-member:{route.label}")
+            req = self._member_request(route.label)
+            estimate = estimate_input_tokens(req, image_tokens=self.engine.settings.routing.image_token_estimate)
+            self.spend.running += estimate  # reserved now: the next dispatch sees it
+            task = loop.create_task(self._member(seq, route, req, estimate), name=f"fusion-member:{route.label}")
             running[task] = (seq, route)
             seq += 1
 
@@ -198,11 +201,10 @@ class FusionRun:
             await on_settled(timed_out)
         return sorted(results, key=lambda r: r.seq)
 
-    async def _member(self, seq: int, route: ModelRoute) -> MemberResult:
+    async def _member(self, seq: int, route: ModelRoute, req: ChatRequest, estimate: int) -> MemberResult:
+        """One member's turn; ``estimate`` (its input tokens) was reserved at dispatch and is released
+        here, whatever happens."""
         ctx = self._child(f"p{seq + 1}")
-        req = self._member_request(route.label)
-        estimate = estimate_input_tokens(req, image_tokens=self.engine.settings.routing.image_token_estimate)
-        self.spend.running += estimate
         try:
             outcome = await self.engine.run_turn(ctx, req, CollectSink())
         except (Exhausted, ClientError) as exc:

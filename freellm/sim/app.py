@@ -116,6 +116,7 @@ async def _handle_chat(request: web.Request, wire: Wire) -> web.StreamResponse:
     except orjson.JSONDecodeError:
         body = raw.decode("utf-8", errors="replace")
     record = state.new_record(provider, key, body)
+    await state.notify_arrival()
     try:
         return await _serve(request, wire, state, record, provider, key, body)
     except ConnectionError:

@@ -92,6 +92,24 @@ class SimControl:
             raise
         return result
 
+    def wait_received(self, provider: str, count: int = 1, timeout: float = 5.0) -> list[dict[str, Any]]:
+        """Block until ``count`` requests for ``provider`` have arrived; returns its log entries.
+
+        Raises :class:`TimeoutError` when fewer arrived within ``timeout`` seconds."""
+        try:
+            result: dict[str, Any] = self._call(
+                "GET",
+                "/_sim/wait",
+                query={"state": "received", "provider": provider, "count": str(count), "timeout": str(timeout)},
+                http_timeout=timeout + self.timeout,
+            )
+        except SimControlError as exc:
+            if exc.status == 408:
+                raise TimeoutError(f"fewer than {count} requests for {provider} after {timeout}s") from exc
+            raise
+        requests: list[dict[str, Any]] = result["requests"]
+        return requests
+
     # ---- async twins (run the sync call in a worker thread) ---------------------------------------------
 
     async def script_async(

@@ -110,14 +110,19 @@ async def _get_requests(request: web.Request) -> web.Response:
 
 
 async def _get_wait(request: web.Request) -> web.Response:
+    """``state=ended&request_id=ID``: until that request ended. ``state=received&provider=P&count=N``:
+    until N requests for P (any provider without one) have arrived."""
     q = request.query
     request_id = q.get("request_id", "")
-    if q.get("state", "ended") != "ended":
-        return _reply({"error": "only state=ended is supported"}, 400)
     try:
         timeout = float(q.get("timeout", "5"))
     except ValueError:
         return _reply({"error": "'timeout' must be a number of seconds"}, 400)
+    state = q.get("state", "ended")
+    if state == "received":
+        return await _wait_received(request, q.get("provider"), q.get("count", "1"), timeout)
+    if state != "ended":
+        return _reply({"error": "'state' must be ended or received"}, 400)
     record = request.app[SIM_STATE].records.get(request_id)
     if record is None:
         return _reply({"error": f"no request {request_id!r} in the log"}, 404)
@@ -126,6 +131,17 @@ async def _get_wait(request: web.Request) -> web.Response:
     except TimeoutError:
         return _reply({"error": "timeout", "request": record.to_dict()}, 408)
     return _reply(record.to_dict())
+
+
+async def _wait_received(request: web.Request, provider: str | None, count: str, timeout: float) -> web.Response:
+    if not count.isdigit() or int(count) < 1:
+        return _reply({"error": "'count' must be an integer >= 1"}, 400)
+    state = request.app[SIM_STATE]
+    try:
+        await asyncio.wait_for(state.wait_received(provider, int(count)), timeout)
+    except TimeoutError:
+        return _reply({"error": "timeout", "received": len(state.find_records(provider))}, 408)
+    return _reply({"requests": [r.to_dict() for r in state.find_records(provider)]})
 
 
 async def _get_health(request: web.Request) -> web.Response:

@@ -129,6 +129,8 @@ class SimState:
         self._script_ids = itertools.count(1)
         self.closing = asyncio.Event()
         """Set at app shutdown so stalled requests end instead of holding the server open."""
+        self.arrived = asyncio.Condition()
+        """Notified on every new request, for ``/_sim/wait?state=received``."""
 
     def reset(self) -> None:
         """Drop scripts and logs and restore the defaults from settings (ids keep counting)."""
@@ -189,6 +191,16 @@ class SimState:
         while len(self.records) > self.settings.log_limit:
             self.records.popitem(last=False)
         return record
+
+    async def notify_arrival(self) -> None:
+        """Wake every ``/_sim/wait?state=received`` waiter (call after :meth:`new_record`)."""
+        async with self.arrived:
+            self.arrived.notify_all()
+
+    async def wait_received(self, provider: str | None, count: int) -> None:
+        """Return once ``count`` requests for ``provider`` (any, when None) are in the log."""
+        async with self.arrived:
+            await self.arrived.wait_for(lambda: len(self.find_records(provider)) >= count)
 
     def find_records(
         self, provider: str | None = None, match: str | None = None, model: str | None = None
