@@ -100,7 +100,9 @@ async def respond_fusion(
         if req.stream:
             members = "+".join(r.label for r in plan.members)
             await reply.open({**base_headers, "X-Routed-Via": f"fusion({members})"})
-            final, summary = await reply.stream(run, plan)
+            final = await reply.stream(run, plan)
+            if on_complete is not None and final.committed_error is None:
+                await on_complete(final)
             return reply.response_or_raise()
         final, summary = await _collect(run, plan, fusion_id, created)
         body = render_completion(final)
@@ -112,8 +114,8 @@ async def respond_fusion(
         return web.Response(body=orjson.dumps(body), content_type="application/json", headers={**base_headers, **routed})
     except (ClientError, Exhausted) as exc:
         status, error = exc.status, exc
-        if reply.response is not None:  # refused after the stream opened: in-band, never a cut
-            await reply.fail("freellm", exc.message)
+        if reply.response is not None:  # no answer after the stream opened: in-band, never a cut
+            await reply.fail(FUSION_MODEL, exc.message)
             return reply.response
         raise
     except asyncio.CancelledError as exc:
@@ -132,6 +134,7 @@ async def respond_fusion(
     finally:
         if task is not None:
             gw.turns.discard(task)
+        summary = summary or reply.summary
         route = _routed_via(summary) if summary else "fusion"
         await log_turn(gw, ctx, req, status, final, error, route=route, extra={"fusion": summary} if summary else None)
 
@@ -148,8 +151,8 @@ async def _collect(run: FusionRun, plan: Any, fusion_id: str, created: int) -> t
     if verdict.kind == "judge":
         try:
             judge = await run.run_judge(run.judge_request(survivors, stream=False), CollectSink())
-        except Exhausted:
-            judge = None
+        except (Exhausted, ClientError):
+            judge = None  # never an error: a panel answer instead
     if judge is not None:
         return _final(run, judge, fusion_id, created), _summary(run, results, verdict, judge=judge)
     index = _fallback_index(run, verdict, survivors)
@@ -200,6 +203,8 @@ class _Reply:
         self._id = fusion_id
         self._created = created
         self.response: web.StreamResponse | None = None
+        self.summary: dict[str, Any] = {}
+        """The ``_fusion`` summary once the panel settled (for the request log)."""
 
     async def open(self, headers: dict[str, str]) -> None:
         response = web.StreamResponse(
@@ -220,7 +225,9 @@ class _Reply:
         assert self.response is not None
         return self.response
 
-    async def stream(self, run: FusionRun, plan: Any) -> tuple[TurnOutcome | None, dict[str, Any]]:
+    async def stream(self, run: FusionRun, plan: Any) -> TurnOutcome:
+        """Progress, then the answer. No survivor (or no usable answer) raises the exhaustion, which
+        the handler writes in-band."""
         expose = run.options.expose_panel
 
         async def settled(member: MemberResult) -> None:
@@ -228,26 +235,27 @@ class _Reply:
 
         results = await run.run_panel(plan, settled)
         verdict, survivors = run.verdict(results)
+        self.summary = _summary(run, results, verdict, judge=None)
         if verdict.kind == "fail":
-            err = _no_survivor(verdict, results)
-            await self.fail("fusion", err.message)
-            return None, _summary(run, results, verdict, judge=None)
+            raise _no_survivor(verdict, results)
         if verdict.kind == "judge":
             sink = _JudgeSink(self)
             try:
                 judge = await run.run_judge(run.judge_request(survivors, stream=True), sink)
-            except Exhausted:
-                judge = None
+            except (Exhausted, ClientError):
+                judge = None  # never an error: a panel answer instead
             if judge is not None:
+                self.summary = _summary(run, results, verdict, judge=judge)
                 if judge.committed_error is None:
                     await self._finish(run)
-                return _final(run, judge, self._id, self._created), _summary(run, results, verdict, judge=judge)
+                return _final(run, judge, self._id, self._created)
         index = _fallback_index(run, verdict, survivors)
         chosen = survivors[index]
         assert chosen.outcome is not None
+        self.summary = _summary(run, results, verdict, judge=None, chosen=chosen)
         await self.write(self.renderer.chunks(self._answer_chunks(chosen.outcome)))
         await self._finish(run)
-        return _final(run, chosen.outcome, self._id, self._created), _summary(run, results, verdict, judge=None, chosen=chosen)
+        return _final(run, chosen.outcome, self._id, self._created)
 
     def _answer_chunks(self, outcome: TurnOutcome) -> list[Chunk]:
         """A panel answer, whole: the role, its text or its tool calls, the finish."""

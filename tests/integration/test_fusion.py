@@ -276,6 +276,9 @@ def test_a_stream_with_no_survivor_ends_in_band(make_gateway: MakeGateway, sim_c
     assert error["type"] == "stream_error" and "every panel member failed" in error["message"]
     assert out.done_count == 1 and out.text == ""
     assert [c["_fusion"]["status"] for c in out.chunks] == ["error", "error"]
+    [top] = [r for r in gw.run(gw.state.store.recent_requests(10)) if "fusion_role" not in r.extra]
+    assert top.outcome == "error" and top.status == 502
+    assert [m["status"] for m in top.extra["fusion"]["panel"]] == ["error", "error"]
 
 
 def test_a_judge_dying_mid_stream_keeps_its_text_and_ends_in_band(
