@@ -2,8 +2,9 @@
 single final answer. Pure (wire dicts in, wire dicts out), tested with golden files.
 
 The judge gets no tools (it writes text), so the conversation's tool traffic is turned into plain
-text it can read: an assistant's calls become ``[called NAME with ARGS]``, a tool result a user turn
-``[result of CALL_ID] …``. Images become ``[image]`` (the judge need not see them: the panel did).
+text it can read: an assistant's calls become ``[called NAME (CALL_ID) with ARGS]`` (the id, when the
+call has one, pairs it with its result), a tool result a user turn ``[result of CALL_ID] …``. Images
+become ``[image]`` (the judge need not see them: the panel did).
 The client's own system text stays, after the judge's instruction, in one leading system message.
 """
 
@@ -60,7 +61,8 @@ def _assistant_text(message: dict[str, Any]) -> str:
     for call in message.get("tool_calls") or ():
         fn = call.get("function") if isinstance(call, dict) else None
         if isinstance(fn, dict):
-            parts.append(f"[called {fn.get('name', '?')} with {fn.get('arguments') or '{}'}]")
+            call_id = f" ({call['id']})" if call.get("id") else ""
+            parts.append(f"[called {fn.get('name', '?')}{call_id} with {fn.get('arguments') or '{}'}]")
     return "\n".join(p for p in parts if p)
 
 
