@@ -65,7 +65,7 @@ def decide(answers: Sequence[Answer], failures: Sequence[Failure], *, strategy: 
 
 def fallback_answer(answers: Sequence[Answer], *, json_required: bool) -> int | None:
     """The longest text answer (the earliest of equals); with ``json_required`` only one that parses
-    as JSON counts. None: nothing usable (a 502)."""
+    as a JSON object counts (what ``response_format`` asks for). None: nothing usable (a 502)."""
     usable = [i for i, a in enumerate(answers) if not json_required or _is_json(a.text)]
     if not usable:
         return None
@@ -78,7 +78,6 @@ def _longest(answers: Sequence[Answer]) -> int:
 
 def _is_json(text: str) -> bool:
     try:
-        orjson.loads(text)
+        return isinstance(orjson.loads(text), dict)
     except orjson.JSONDecodeError:
         return False
-    return True

@@ -40,6 +40,8 @@ class FusionOptions:
     max_k: int
     panel_timeout_s: float
     max_cost_tokens: int
+    param: str = "fusion"
+    """Where the request's object sits on its surface (``fusion`` or ``metadata.fusion``), for errors."""
 
 
 def fusion_options(raw: object, cfg: FusionConfig, *, param: str) -> FusionOptions:
@@ -47,7 +49,7 @@ def fusion_options(raw: object, cfg: FusionConfig, *, param: str) -> FusionOptio
     ``param`` is where the object sits on this surface (``fusion`` or ``metadata.fusion``), for errors."""
     given = _as_object(raw, param)
     models = tuple(cfg.panel)
-    if "models" in given:
+    if given.get("models") is not None:
         models = _models(given["models"], f"{param}.models")
     judge = cfg.judge
     if given.get("judge") is not None:
@@ -85,6 +87,7 @@ def fusion_options(raw: object, cfg: FusionConfig, *, param: str) -> FusionOptio
         max_k=cap,
         panel_timeout_s=cfg.panel_timeout_s,
         max_cost_tokens=cfg.max_cost_tokens,
+        param=param,
     )
 
 

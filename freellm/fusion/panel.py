@@ -42,6 +42,7 @@ def explicit_panel(
     tools: bool,
     vision: bool,
     allowed: Callable[[str], bool] = lambda name: True,
+    param: str = "fusion.models",
 ) -> PanelPlan:
     """Resolve each name (``resolve`` gives a route or why not), drop what cannot serve — no
     substitutes — and dedupe. None left: a 400 that names every dropped member and its reason."""
@@ -72,7 +73,7 @@ def explicit_panel(
             400,
             f"No fusion panel: every requested member was dropped: {reasons}.",
             code="fusion_no_panel",
-            param="fusion.models",
+            param=param,
         )
     return PanelPlan(tuple(kept[:k]), tuple(kept[k : 2 * k]), tuple(dropped))
 

@@ -128,7 +128,7 @@ class FusionRun:
             except ClientError as exc:
                 raise ClientError(
                     400, f"Unknown fusion judge `{options.judge}`: {exc.message}", code="fusion_unknown_judge",
-                    param="fusion.judge",
+                    param=f"{options.param}.judge",
                 ) from None
         if options.models:
             profile = self.ctx.bound_profile
@@ -141,6 +141,7 @@ class FusionRun:
                 tools=bool(req.tools),
                 vision=req.has_images,
                 allowed=(lambda name: model_allowed(profiles[profile], name)) if profile is not None else _anything,
+                param=f"{options.param}.models",
             )
         needs = self._needs(req)
         now = time.time()

@@ -156,3 +156,9 @@ def test_fallback_over_no_answers_is_none() -> None:
 
 def test_fallback_without_json_required_takes_an_empty_answer_when_it_is_all_there_is() -> None:
     assert fallback_answer([Answer("")], json_required=False) == 0
+
+
+def test_a_json_scalar_is_no_answer_for_a_response_format() -> None:
+    answers = [Answer('{"city": "Paris"}'), Answer('"a much longer JSON string than the object"'), Answer("42")]
+    assert fallback_answer(answers, json_required=True) == 0
+    assert fallback_answer(answers[1:], json_required=True) is None

@@ -106,8 +106,13 @@ def test_null_fields_keep_the_config_value() -> None:
     assert (opts.k, opts.judge, opts.strategy, opts.expose_panel) == (3, "cfg-judge", "best_of", False)
 
 
-@pytest.mark.parametrize("value", [None, [], "", " , "])
-def test_null_or_empty_models_mean_an_automatic_panel_even_over_a_configured_one(value: object) -> None:
+def test_null_models_keep_the_configured_panel() -> None:
+    opts = fusion_options({"models": None}, _cfg(panel=["a", "b"], default_k=3), param="fusion")
+    assert opts.models == ("a", "b") and opts.k == 2
+
+
+@pytest.mark.parametrize("value", [[], "", " , "])
+def test_empty_models_mean_an_automatic_panel_even_over_a_configured_one(value: object) -> None:
     opts = fusion_options({"models": value}, _cfg(panel=["a", "b"], default_k=3), param="fusion")
     assert opts.models == ()
     assert opts.k == 3
