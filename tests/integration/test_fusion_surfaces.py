@@ -775,7 +775,7 @@ def test_only_unknown_members_is_400_naming_them(
     out = post_responses(t.gw, responses_payload({"models": ghosts}, stream=stream))
     assert out.status == 400, out.json_body
     err = assert_responses_error(out.json_body)
-    assert err["code"] == "fusion_no_panel"
+    assert err["code"] == "fusion_no_panel" and err["param"] == "metadata.fusion.models"
     assert "ghost/none (unknown)" in err["message"] and "phantom-model (unknown)" in err["message"]
 
     msg = post_messages(t.gw, messages_payload(json.dumps({"models": ghosts}), stream=stream))
@@ -792,6 +792,7 @@ def test_unknown_judge_is_400(make_gateway: MakeGateway, sim_control: SimControl
     assert out.status == 400
     err = assert_responses_error(out.json_body)
     assert err["code"] == "fusion_unknown_judge" and "ghost/none" in err["message"]
+    assert err["param"] == "metadata.fusion.judge"
     msg = post_messages(t.gw, messages_payload({"judge": "ghost/none"}, stream=True))
     assert msg.status == 400
     aerr = assert_anthropic_error(msg.json_body, "invalid_request_error")
