@@ -25,10 +25,12 @@ __all__ = [
     "FallbackConfig",
     "FusionConfig",
     "GeminiSurfaceConfig",
+    "HealthConfig",
     "ImagesConfig",
     "LimitsConfig",
     "ModelConfig",
     "ModelLimits",
+    "ModelTier",
     "ProfileConfig",
     "ProviderConfig",
     "ServerConfig",
@@ -62,6 +64,9 @@ class ModelLimits(_Model):
     tpd: int | None = None
 
 
+ModelTier = Literal["frontier", "large", "medium", "small"]
+
+
 class ModelConfig(_Model):
     id: str
     display_name: str | None = None
@@ -70,6 +75,15 @@ class ModelConfig(_Model):
     vision: bool = False
     enabled: bool = True
     limits: ModelLimits = Field(default_factory=ModelLimits)
+    tier: ModelTier | None = None
+    """How capable the model is, for the ``smart`` strategy (the built-in catalog's size)."""
+    rank: int | None = Field(default=None, ge=1)
+    """1 = the best model; orders models of one tier for ``smart``."""
+
+    @field_validator("tier", mode="before")
+    @classmethod
+    def _tier_any_case(cls, v: object) -> object:
+        return v.strip().lower() if isinstance(v, str) else v
 
 
 class ProviderConfig(_Model):
@@ -274,6 +288,36 @@ class RoutingConfig(_Model):
     output_reserve_default: int = 1000
     output_reserve_cap: int = 2000
     image_token_estimate: int = 1000
+    strategy: str = "priority"
+    """How ``auto`` and model groups order their routes: ``priority`` (the chain's order), ``balanced``,
+    ``fast``, ``smart``, ``reliable`` or ``cheap`` (or an alias; docs/routing.md)."""
+    stats_ttl_s: float = Field(default=10.0, gt=0)
+    """Scores are recomputed from the request statistics at most this often."""
+    exploration: float = Field(default=0.0, ge=0, le=1)
+    """Opt-in share of requests that try a model with few samples first (scored strategies only)."""
+
+    @field_validator("strategy")
+    @classmethod
+    def _known_strategy(cls, v: str) -> str:
+        from freellm.routing.scoring import resolve_strategy, strategy_names
+
+        resolved = resolve_strategy(v)
+        if resolved is None:
+            raise ValueError(f"unknown routing strategy {v!r} (one of: {', '.join(strategy_names())})")
+        return resolved
+
+
+class HealthConfig(_Model):
+    """Probes that bring cooled-down keys back and a periodic key health pass (docs/routing.md)."""
+
+    cooldown_probe_s: float = Field(default=60.0, ge=0)
+    """How often heuristic cooldowns are probed (0 = off); the jitter and back-off scale with it."""
+    key_check_s: float = Field(default=300.0, ge=0)
+    """How often every key is checked (0 = off); the skip window and pacing scale with it."""
+    concurrency: int = Field(default=8, ge=1)
+    """Probes in flight at once during a health pass."""
+    disable_after: int = Field(default=3, ge=1)
+    """An invalid key (401/403) is disabled after this many failed checks in a row."""
 
 
 class AnthropicSurfaceConfig(_Model):
@@ -380,6 +424,7 @@ class Settings(_Model):
     images: ImagesConfig = Field(default_factory=ImagesConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     fusion: FusionConfig = Field(default_factory=FusionConfig)
+    health: HealthConfig = Field(default_factory=HealthConfig)
 
     @model_validator(mode="after")
     def _profiles_exist(self) -> Settings:
@@ -392,6 +437,8 @@ class Settings(_Model):
         for name, profile in self.profiles.items():
             if not _PROFILE_NAME.fullmatch(name):
                 raise ValueError(f"profiles: {name!r} is not a valid profile name (letters, digits, '-', '_')")
+            if _is_strategy(name):
+                raise ValueError(f"profiles: {name!r} is a routing strategy name (reserved for auto:{name})")
             for entry in profile.chain:
                 key = entry.strip().lower()
                 if key not in labels and key.replace(":", "/", 1) not in labels and key not in ids:
@@ -407,6 +454,12 @@ class Settings(_Model):
                 raise ValueError(f"duplicate provider name {p.name!r}")
             seen.add(p.name)
         return v
+
+
+def _is_strategy(name: str) -> bool:
+    from freellm.routing.scoring import resolve_strategy
+
+    return resolve_strategy(name) is not None
 
 
 def substitute_env(value: Any, env: dict[str, str] | None = None) -> Any:

@@ -80,6 +80,7 @@ class UpstreamError(FreeLLMError):
         skip_bench: bool = False,
         timeout: bool = False,
         body: Any = None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
@@ -90,6 +91,8 @@ class UpstreamError(FreeLLMError):
         self.skip_bench = skip_bench
         self.timeout = timeout
         self.body = body
+        self.headers = headers
+        """The error answer's response headers (rate-limit windows), when there was an answer."""
 
     def __repr__(self) -> str:
         return f"UpstreamError(status={self.status!r}, message={self.message[:120]!r})"

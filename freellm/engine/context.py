@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -179,3 +180,5 @@ class TurnOutcome:
     committed_error: UpstreamError | None = None
     tokens_in: int = 0
     tokens_out: int = 0
+    upstream_headers: Mapping[str, str] | None = None
+    """The upstream answer's response headers (its rate-limit windows), for limit learning."""

@@ -19,7 +19,7 @@ from freellm.engine.pump import StreamPump
 from freellm.engine.redact import redact
 from freellm.engine.tools.hooks import pump_hooks
 from freellm.errors import UpstreamError
-from freellm.providers.base import Timeouts
+from freellm.providers.base import Timeouts, UpstreamStream
 
 __all__ = ["HedgeExpired", "drive_attempt"]
 
@@ -120,16 +120,20 @@ async def drive_attempt(
         if not sink.committed:
             raise
         await sink.fail(attempt, redact(err.message, (attempt.key,)))
-        return _outcome(attempt, pump, ttfb_ms, committed_error=err)
+        return _outcome(attempt, pump, ttfb_ms, upstream, committed_error=err)
     finally:
         if upstream is not None:
             with contextlib.suppress(Exception):
                 await upstream.aclose()
-    return _outcome(attempt, pump, ttfb_ms)
+    return _outcome(attempt, pump, ttfb_ms, upstream)
 
 
 def _outcome(
-    attempt: Attempt, pump: StreamPump, ttfb_ms: int | None, committed_error: UpstreamError | None = None
+    attempt: Attempt,
+    pump: StreamPump,
+    ttfb_ms: int | None,
+    upstream: UpstreamStream | None,
+    committed_error: UpstreamError | None = None,
 ) -> TurnOutcome:
     result = pump.result()
     usage = result.usage or {}
@@ -145,4 +149,5 @@ def _outcome(
         committed_error=committed_error,
         tokens_in=tokens_in if isinstance(tokens_in, int) else 0,
         tokens_out=tokens_out,
+        upstream_headers=upstream.headers if upstream is not None else None,
     )

@@ -44,11 +44,13 @@ UNAVAILABLE_UNTIL_KNOWN_TIME: Final = frozenset(
 
 # ── Zero-attempt diagnostics ──────────────────────────────────────────────────────────────────────
 
-CONFIG_KINDS: Final = frozenset({"no_provider", "no_key", "decrypt"})
+CONFIG_KINDS: Final = frozenset({"no_provider", "no_key", "decrypt", "key_disabled"})
 TOO_LARGE_KINDS: Final = frozenset({"too_large"})
-TIME_BOUND_KINDS: Final = frozenset({"cooldown", "rpm", "rpd", "tpm", "tpd", "cap", "concurrency"})
-CAPABILITY_KINDS: Final = frozenset({"capability"})
-SKIPPED_KINDS: Final = frozenset({"skipped", "disabled"})
+TIME_BOUND_KINDS: Final = frozenset(
+    {"cooldown", "learned_limit", "rpm", "rpd", "tpm", "tpd", "cap", "concurrency"}
+)
+CAPABILITY_KINDS: Final = frozenset({"capability", "no_tools", "no_vision"})
+SKIPPED_KINDS: Final = frozenset({"skipped", "disabled", "retired"})
 DIAGNOSTIC_KINDS: Final = CONFIG_KINDS | TOO_LARGE_KINDS | TIME_BOUND_KINDS | CAPABILITY_KINDS | SKIPPED_KINDS
 
 # (bucket, label) in the order the message lists them.

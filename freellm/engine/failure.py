@@ -44,6 +44,7 @@ from freellm.engine.failure_signals import (
     DEAD_TURN_MARKERS,
     DEGRADED_WORD,
     EMPTY_COMPLETION_MARKER,
+    END_OF_LIFE_PHRASES,
     FORBIDDEN_WORD,
     FORMAT_IGNORED_MARKERS,
     INVALID_TOOL_ARGS_MARKER,
@@ -53,6 +54,7 @@ from freellm.engine.failure_signals import (
     MODEL_GONE_WORD,
     MODEL_ID_DOES_NOT_EXIST,
     MODEL_NOT_FOUND_PHRASES,
+    NO_LONGER_AVAILABLE,
     PROVIDER_400,
     PROVIDER_422,
     RATE_LIMIT_PHRASES,
@@ -155,6 +157,9 @@ class Failure:
     """The provider rejected the request shape (its 400/422): exhaustion may render 400."""
     message: str
     """The upstream message, redacted, at most 240 chars."""
+    retirement: str | None = None
+    """``gone`` (a 410, an end-of-life answer: retire the model now) or ``maybe`` (a "no longer
+    available" 404: retire on the second within an hour), else None."""
 
 
 def http_error_message(status: int, detail: str) -> str:
@@ -408,6 +413,15 @@ def classify(err: UpstreamError, *, secrets: Iterable[str] = ()) -> Failure:
     )
     skip_bench = err.skip_bench or model_scoped_turn
 
+    retirement = None
+    if not_found or status == 410:
+        if status == 410 or _has_any(msg, END_OF_LIFE_PHRASES):
+            retirement = "gone"
+        elif NO_LONGER_AVAILABLE in msg:
+            retirement = "maybe"
+    elif _has_any(msg, END_OF_LIFE_PHRASES) and status in (400, 404):
+        retirement = "gone"
+
     if too_large:
         cooldown = CooldownKind.NONE  # a fact about this request; the model still serves smaller ones
     elif credit:
@@ -433,4 +447,5 @@ def classify(err: UpstreamError, *, secrets: Iterable[str] = ()) -> Failure:
         # "context too large" must not make the exhaustion blame the caller's request.
         provider_bad_request=error_class == "provider_bad_request",
         message=message,
+        retirement=retirement,
     )

@@ -78,6 +78,20 @@ MODEL_NOT_FOUND_PHRASES: Final = (
     "model_not_found",  # OpenAI / Groq error code
 )
 MODEL_GONE_WORD: Final = re.compile(r"\bgone\b")  # Ollama Cloud "API error 410: Gone"
+# Retirement (spec §10): the provider says the model is gone for good. OpenAI "The model `x` has been
+# deprecated"; Groq "The model `x` has been decommissioned and is no longer supported"; Anthropic
+# "model has reached its end of life"; Mistral/Together "model ... is retired".
+END_OF_LIFE_PHRASES: Final = (
+    "decommissioned",
+    "end of life",
+    "end-of-life",
+    "has been deprecated",
+    "has been retired",
+    "is retired",
+    "no longer supported",
+)
+# A 404 worded like this may be a transient catalog glitch: two within an hour retire the model.
+NO_LONGER_AVAILABLE: Final = "no longer available"
 # NavyAI 400 "The model 'o3-mini' does not exist or is not supported for chat completions."
 MODEL_ID_DOES_NOT_EXIST: Final = re.compile(
     r"\bmodel\b\s+['\"`]?[^\s'\"`]{1,200}['\"`]?\s+(?:does\s+not|doesn't)\s+exist\b"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from freellm.config import Settings
@@ -20,7 +20,15 @@ from freellm.engine.exhaustion import exhausted_after_attempts, exhausted_withou
 from freellm.engine.failure import Failure, FailureKind, classify
 from freellm.errors import Exhausted, TrailEntry, UpstreamError
 from freellm.routing.cooldowns import bench_decision, decide_cooldown
-from freellm.routing.router import Needs, Plan, Router, SkipSets
+from freellm.routing.health import HEALTH_SETTING
+from freellm.routing.learned import (
+    LEARNED_SETTING,
+    blocks_from_headers,
+    blocks_from_text,
+    readings,
+    text_limits,
+)
+from freellm.routing.router import LEARNED, RETIRED, Needs, Plan, RouteCheck, Router, SkipSets
 from freellm.store.base import CooldownRecord, StateStore, key_scope, model_scope
 
 __all__ = ["FallbackLoop"]
@@ -29,6 +37,8 @@ RunAttempt = Callable[[Attempt], Awaitable[TurnOutcome]]
 
 _DAY = 86400.0
 _HOUR = 3600.0
+_RETIRED_S = 10 * 365 * _DAY
+"""A retirement is a model-scope cooldown that outlives any deployment."""
 
 
 @dataclass(slots=True)
@@ -99,7 +109,7 @@ class FallbackLoop:
                 break
             finally:
                 await self._store.release_lease(key_scope(route.provider, route.model, key.key_id), pick.lease_id)
-            await self._on_success(attempt, outcome)
+            await self._on_success(attempt, outcome, started)
             return outcome
         raise exhausted_after_attempts(
             state.trail,
@@ -123,6 +133,10 @@ class FallbackLoop:
         state.trail.append(self._entry(ctx, attempt, failure.error_class, message, started))
         state.failures.append(failure)
         state.skip.keys.add(scope)
+        self._router.stats.observe(route.label, scope, ok=False, now=now, rate_limited=failure.rate_limit_signal)
+        await self._learn(attempt, scope, err.headers, err.message if failure.rate_limit_signal else None, now)
+        if failure.retirement is not None:
+            await self._retire(attempt, failure.retirement, now)
         if failure.kind is FailureKind.FATAL:
             raise Exhausted(
                 status=502,
@@ -190,10 +204,21 @@ class FallbackLoop:
         if bench is not None:
             await self._store.set_cooldown(mscope, CooldownRecord(until=now + bench, source="bench"))
 
-    async def _on_success(self, attempt: Attempt, outcome: TurnOutcome) -> None:
+    async def _on_success(self, attempt: Attempt, outcome: TurnOutcome, started: float) -> None:
         route = attempt.route
         scope = key_scope(route.provider, route.model, attempt.key_id)
         now = time.time()
+        router = self._router
+        duration_ms = int((asyncio.get_running_loop().time() - started) * 1000)
+        ok = outcome.committed_error is None
+        router.stats.observe(
+            route.label, scope, ok=ok, now=now, ttfb_ms=outcome.ttfb_ms, duration_ms=duration_ms,
+            tokens_out=outcome.tokens_out,
+        )
+        if outcome.upstream_headers is not None:
+            await self._learn(attempt, scope, outcome.upstream_headers, None, now)
+        if ok and router.health.served(route.provider, attempt.key_id):
+            await self._store.set_setting(HEALTH_SETTING, router.health.dump())
         if outcome.committed_error is not None:
             failure = classify(outcome.committed_error, secrets=(attempt.key,))
             if not failure.skip_bench:
@@ -204,10 +229,47 @@ class FallbackLoop:
         await self._store.clear_events("rate_limit", scope)
         await self._store.clear_events("empty_length", scope)
 
+    async def exhaustion_without_attempts(self, checks: list[RouteCheck]) -> Exhausted:
+        """The exhaustion a request gets when no route can be tried (``Router.examine`` found none)."""
+        frees = [c.frees_at for c in checks if c.frees_at is not None]
+        return exhausted_without_attempts(
+            [d for c in checks for d in c.diagnostics],
+            retry_at_ms=await self._soonest_retry_ms(min(frees) if frees else None),
+            now_ms=int(time.time() * 1000),
+        )
+
+    async def _learn(
+        self, attempt: Attempt, scope: str, headers: Mapping[str, str] | None, limit_text: str | None, now: float
+    ) -> None:
+        """What the provider said about its windows: a spent one keeps the key out until it resets,
+        a stated limit is learned (see :mod:`freellm.routing.learned`)."""
+        windows = readings(headers, now)
+        stated = text_limits(limit_text) if limit_text else []
+        if not windows and not stated:
+            return
+        learned = self._router.learned
+        changed = learned.learn_headers(attempt.route, windows) | learned.learn_text(attempt.route, stated)
+        for block in [*blocks_from_headers(windows, now), *blocks_from_text(stated, now)]:
+            await self._store.set_cooldown(
+                scope, CooldownRecord(until=block.until, source=LEARNED, reason=f"{block.axis} window spent")
+            )
+        if changed:
+            await self._store.set_setting(LEARNED_SETTING, learned.dump())
+
+    async def _retire(self, attempt: Attempt, how: str, now: float) -> None:
+        """A 410 or an end-of-life answer retires the model; a "no longer available" 404 does on its
+        second within an hour. A retired model is never routed again (until the operator acts)."""
+        route = attempt.route
+        mscope = model_scope(route.provider, route.model)
+        if how != "gone" and await self._store.add_event("gone", mscope, now, _HOUR) < 2:
+            return
+        await self._store.set_cooldown(mscope, CooldownRecord(until=now + _RETIRED_S, source=RETIRED, reason="retired"))
+        self._router.retired.add(route.label)
+
     async def _soonest_retry_ms(self, window_frees_at: float | None = None) -> int | None:
         """Soonest moment a route may serve again: any cooldown's end, or a full rate window freeing."""
         active = await self._store.active_cooldowns(time.time())
-        candidates = [r.until for r in active.values()]
+        candidates = [r.until for r in active.values() if r.source != RETIRED]
         if window_frees_at is not None:
             candidates.append(window_frees_at)
         return int(min(candidates) * 1000) if candidates else None

@@ -144,9 +144,10 @@ class FusionRun:
                 param=f"{options.param}.models",
             )
         needs = self._needs(req)
-        now = time.time()
-        chain = router.order(router.plan("auto", self.ctx.profile))
-        candidates = [r for r in chain if await router.servable(r, needs, now)]
+        checks = await router.examine(router.plan("auto", self.ctx.profile), needs, time.time())
+        candidates = [c.route for c in checks if c.key is not None]
+        if not candidates:  # what `auto` would answer: a 429 with Retry-After while routes cool down
+            raise await self.engine.loop.exhaustion_without_attempts(checks)
         return automatic_panel(candidates, k=options.k)
 
     async def run_panel(self, plan: PanelPlan, on_settled: SettledHook) -> list[MemberResult]:

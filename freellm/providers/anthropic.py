@@ -80,7 +80,7 @@ class AnthropicProvider:
             raise UpstreamError("malformed upstream completion: not JSON") from exc
         if not isinstance(message, dict):
             raise UpstreamError("malformed upstream completion: not an object")
-        return CompletionStream(message_to_chunks(message))
+        return CompletionStream(message_to_chunks(message), resp.headers)
 
 
 class AnthropicStream(SSEStream):

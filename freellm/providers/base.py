@@ -7,7 +7,7 @@ canonical ``chat.completion.chunk`` dicts. It knows nothing of routing, retries 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -34,6 +34,8 @@ class UpstreamStream(Protocol):
     """
 
     saw_done: bool
+    headers: Mapping[str, str] | None
+    """The upstream answer's response headers (None for a synthetic answer): its rate-limit windows."""
 
     @property
     def buffered(self) -> bool:

@@ -174,7 +174,7 @@ class GeminiProvider:
             raise UpstreamError("malformed upstream completion: not an object")
         if "error" in answer and not answer.get("candidates"):
             raise inband_error(answer)
-        return CompletionStream(response_to_chunks(answer, model=model, on_call=self._remember))
+        return CompletionStream(response_to_chunks(answer, model=model, on_call=self._remember), resp.headers)
 
     def _remember(
         self, call_id: str, name: str, args: dict[str, Any], signature: str | None, native: bool

@@ -128,7 +128,11 @@ async def status_error(
         retry_after = parse_retry_after(header, time.time())
     message = message_of(body) or resp.reason or ""
     return UpstreamError(
-        http_error_message(resp.status, message), status=resp.status, retry_after_s=retry_after, body=body
+        http_error_message(resp.status, message),
+        status=resp.status,
+        retry_after_s=retry_after,
+        body=body,
+        headers=resp.headers,
     )
 
 
@@ -153,10 +157,11 @@ class SSEStream:
     the same read are handed out first, then the error is raised.
     """
 
-    __slots__ = ("_decoder", "_error", "_pending", "_resp", "_stall", "saw_done")
+    __slots__ = ("_decoder", "_error", "_pending", "_resp", "_stall", "headers", "saw_done")
 
     def __init__(self, resp: aiohttp.ClientResponse, stall_s: float) -> None:
         self._resp = resp
+        self.headers: Mapping[str, str] | None = resp.headers
         self._stall = stall_s
         # The headers are in: from now on the limit is the silence between reads. aiohttp's own read
         # timer (re-armed on every received packet) enforces it, so the per-chunk path has no timer work.
@@ -219,10 +224,11 @@ class SSEStream:
 class CompletionStream:
     """A non-stream answer presented as the same chunk iterator, so one pump serves both."""
 
-    __slots__ = ("_chunks", "saw_done")
+    __slots__ = ("_chunks", "headers", "saw_done")
 
-    def __init__(self, chunks: list[Chunk]) -> None:
+    def __init__(self, chunks: list[Chunk], headers: Mapping[str, str] | None = None) -> None:
         self._chunks = chunks
+        self.headers = headers
         self.saw_done = True
 
     @property

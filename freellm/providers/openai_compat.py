@@ -217,7 +217,7 @@ async def _read_completion(resp: aiohttp.ClientResponse) -> CompletionStream:
         raise UpstreamError("malformed upstream completion: not an object")
     if "error" in body and not body.get("choices"):
         raise UpstreamError(f"in-band provider error: {error_message_of(body)}", body=body)
-    return CompletionStream(completion_to_chunks(body))
+    return CompletionStream(completion_to_chunks(body), resp.headers)
 
 
 def completion_to_chunks(body: dict[str, Any]) -> list[Chunk]:

@@ -114,6 +114,7 @@ class BuiltinModel(_Frozen):
             vision=self.vision,
             enabled=self.enabled,
             limits=ModelLimits(**self.limits.model_dump()),
+            tier=self.size.lower() if self.size is not None else None,  # type: ignore[arg-type]
         )
 
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
-from freellm.config import ModelLimits, Settings
+from freellm.config import ModelLimits, ModelTier, Settings
 from freellm.errors import ClientError
 from freellm.routing.cooldowns import is_local_base_url
+from freellm.routing.scoring import resolve_strategy, strategy_names
 
 __all__ = ["AUTO", "Catalog", "KeyRef", "ModelRoute"]
 
@@ -33,6 +34,8 @@ class ModelRoute:
     enabled: bool
     limits: ModelLimits
     is_local: bool
+    tier: ModelTier | None = None
+    rank: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +75,8 @@ class Catalog:
                     enabled=m.enabled and provider.enabled,
                     limits=m.limits,
                     is_local=local,
+                    tier=m.tier,
+                    rank=m.rank,
                 )
                 self.routes.append(route)
                 self.by_label[route.label.lower()] = route
@@ -133,8 +138,17 @@ class Catalog:
             wanted = name[5:]
             if wanted in self.profile_chains:
                 return f"{AUTO}:{wanted}", self.profile_chains[wanted]
+            strategy = resolve_strategy(wanted)
+            if strategy is not None:
+                chain = self.profile_chains[profile] if profile is not None else self.chain
+                return f"{AUTO}:{strategy}", chain
+            profiles = ", ".join(sorted(self.profile_chains)) or "none configured"
             raise ClientError(
-                404, f"There is no profile `{wanted}` (model `{name}`).", code="model_not_found", param="model"
+                404,
+                f"There is no strategy or profile `{wanted}` (model `{name}`). Strategies: "
+                f"{', '.join(strategy_names())}; profiles: {profiles}.",
+                code="model_not_found",
+                param="model",
             )
         pinned = self._pinned(name)
         if pinned is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -61,6 +62,7 @@ def create_app(
         catalog = Catalog(settings)
         providers = build_providers(settings.providers, session)
         router = Router(settings, catalog, providers, store)
+        await router.restore(time.time())
         cache = ResponseCache(settings.cache, store)
         await cache.open()
         compressor = Compressor(settings.compression, filters_dir=settings.compression.filters_dir or data_dir / "filters")

@@ -127,6 +127,15 @@ def test_every_member_rate_limited_is_a_429_with_retry_after(
     assert resp.status_code == 429
     assert int(resp.headers["retry-after"]) >= 1
     assert resp.json()["error"]["type"] == "rate_limit_error"
+    # Every route now cools down: the next fusion request is the same 429 `auto` would give, not a 400.
+    again = httpx.post(
+        f"{gw.v1}/chat/completions",
+        json={"model": "fusion", "messages": [{"role": "user", "content": "hi"}]},
+        headers=AUTH,
+    )
+    assert again.status_code == 429 and int(again.headers["retry-after"]) >= 1
+    assert again.json()["error"]["code"] == "rate_limit_exceeded"
+    assert len(upstream(sim_control, names[0])) == 1  # nothing was sent the second time
 
 
 def test_a_failing_judge_falls_back_to_the_longest_answer(

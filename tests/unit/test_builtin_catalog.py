@@ -106,6 +106,7 @@ def test_groq_api_key_enables_groq_with_its_models() -> None:
         vision=False,
         enabled=True,
         limits=ModelLimits(rpm=30, rpd=1000, tpm=12000, tpd=100000),
+        tier="medium",
     )
 
 

@@ -18,13 +18,17 @@ from freellm.core.request import ChatRequest
 from freellm.engine.context import RequestContext
 from freellm.engine.pipeline import Draft
 from freellm.errors import ClientError
+from freellm.routing.scoring import resolve_strategy
 
 __all__ = ["ProfileStage", "apply_system_prompt", "model_allowed"]
 
 
 def model_allowed(profile: ProfileConfig, requested: str) -> bool:
-    """``auto`` is always allowed (it is the profile's own chain); otherwise the list decides."""
+    """``auto`` and ``auto:<strategy>`` are always allowed (the profile's own chain); otherwise the list
+    decides."""
     if profile.models is None or requested.lower() == "auto":
+        return True
+    if requested.lower().startswith("auto:") and resolve_strategy(requested[5:]) is not None:
         return True
     wanted = requested.strip().lower()
     as_label = wanted.replace(":", "/", 1) if "/" not in wanted else wanted
@@ -65,7 +69,7 @@ class ProfileStage:
         requested = req.requested_model
         bound = ctx.bound_profile
         name: str | None = bound
-        if requested.lower().startswith("auto:"):
+        if requested.lower().startswith("auto:") and resolve_strategy(requested[5:]) is None:
             asked = requested[5:]
             if bound is not None and asked != bound:
                 raise _not_allowed(requested)

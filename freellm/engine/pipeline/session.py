@@ -15,6 +15,7 @@ After a success :meth:`SessionStage.after_turn` stores what the next turn needs.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from freellm.config import SessionsConfig
@@ -23,7 +24,7 @@ from freellm.core.tokens import estimate_text_tokens
 from freellm.engine.context import RequestContext, TurnOutcome
 from freellm.engine.pipeline import Draft
 from freellm.routing.catalog import ModelRoute
-from freellm.routing.router import Needs, Plan
+from freellm.routing.router import Needs
 from freellm.routing.sessions import (
     SessionMemory,
     handoff_message,
@@ -65,7 +66,7 @@ class SessionStage:
             first = [r for r in plan.routes if r.label == previous]
             if first:
                 ctx.sticky_route = previous
-                plan = Plan(plan.strategy_key, [*first, *(r for r in plan.routes if r.label != previous)], plan.pinned)
+                plan = dataclasses.replace(plan, preferred=previous)
         handoff = cfg.context_handoff == "on_model_switch" and not plan.pinned and bool(doc.get("turns"))
         if handoff:
             size = len(handoff_message(previous, previous, doc["turns"], cfg.handoff_max_chars))
