@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from freellm.admin import cache, compression
+from freellm.admin import cache, compression, routing
 
 __all__ = ["register"]
 
@@ -16,3 +16,4 @@ __all__ = ["register"]
 def register(app: web.Application) -> None:
     cache.register(app)
     compression.register(app)
+    routing.register(app)

@@ -29,7 +29,7 @@ from freellm.providers.anthropic_wire import (
     to_messages_request,
 )
 from freellm.providers.base import Timeouts
-from freellm.providers.http import CompletionStream, SSEStream, post_json, read_body
+from freellm.providers.http import CompletionStream, SSEStream, post_json, probe_status, read_body
 
 __all__ = ["AnthropicProvider", "AnthropicStream"]
 
@@ -50,8 +50,13 @@ class AnthropicProvider:
         self.config = config
         self._session = session
         self._url = config.base_url.rstrip("/") + "/messages"
+        self._models_url = config.base_url.rstrip("/") + "/models"
         self._extra_headers = dict(config.headers)
         self._default_max_tokens = default_max_tokens
+
+    async def probe(self, key: str, timeout_s: float) -> int | None:
+        headers = {"x-api-key": key, "anthropic-version": ANTHROPIC_VERSION, **self._extra_headers}
+        return await probe_status(self._session, self._models_url, headers, timeout_s)
 
     def build_body(self, body: dict[str, Any], *, stream: bool) -> dict[str, Any]:
         """The Anthropic request body for a canonical upstream body."""

@@ -56,3 +56,8 @@ class Provider(Protocol):
     ) -> UpstreamStream:
         """Send the request; return once the upstream answered 2xx. Raises UpstreamError otherwise."""
         ...
+
+    async def probe(self, key: str, timeout_s: float) -> int | None:
+        """Check ``key`` with the wire's cheapest authenticated request (``GET {base_url}/models``):
+        the HTTP status, or None when no answer came (spec/core.md §10 "Health pass")."""
+        ...

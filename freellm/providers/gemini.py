@@ -64,7 +64,7 @@ from freellm.providers.gemini_wire import (
     to_gemini_request,
 )
 from freellm.providers.gemini_wire.signatures import DEFAULT_MAX_ENTRIES, DEFAULT_TTL_S
-from freellm.providers.http import CompletionStream, SSEStream, post_json, read_body
+from freellm.providers.http import CompletionStream, SSEStream, post_json, probe_status, read_body
 
 __all__ = [
     "DEFAULT_IMAGE_FETCH_TIMEOUT_S",
@@ -113,6 +113,10 @@ class GeminiProvider:
         self.image_fetch_timeout_s = image_fetch_timeout_s
         self.allow_private_image_hosts = allow_private_image_hosts
         self.signatures = SignatureCache(signature_max_entries, signature_ttl_s, clock=clock)
+
+    async def probe(self, key: str, timeout_s: float) -> int | None:
+        headers = {"x-goog-api-key": key, **self._extra_headers}
+        return await probe_status(self._session, self._base + "/models", headers, timeout_s)
 
     # ---- the request -------------------------------------------------------------------------------
 

@@ -39,6 +39,7 @@ __all__ = [
     "error_message_of",
     "failed_generation_stream",
     "post_json",
+    "probe_status",
     "read_body",
     "status_error",
     "transport_error",
@@ -108,6 +109,18 @@ async def post_json(
         finally:
             resp.release()
     return resp
+
+
+async def probe_status(
+    session: aiohttp.ClientSession, url: str, headers: Mapping[str, str], timeout_s: float
+) -> int | None:
+    """``GET url`` for a key check: the HTTP status, or None when the request did not get an answer
+    (refused, reset, timed out). The body is never read beyond what aiohttp buffers."""
+    try:
+        async with session.get(url, headers=dict(headers), timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+            return resp.status
+    except (aiohttp.ClientError, TimeoutError):
+        return None
 
 
 async def status_error(

@@ -37,6 +37,7 @@ from freellm.providers.http import (
     error_message_of,
     failed_generation_stream,
     post_json,
+    probe_status,
     read_body,
     transport_error,
 )
@@ -162,6 +163,11 @@ class OpenAICompatProvider:
         self._url = config.base_url.rstrip("/") + "/chat/completions"
         self._extra_headers = dict(config.headers)
         self._keep_cache_control = accepts_cache_control(config.base_url)
+        self._models_url = config.base_url.rstrip("/") + "/models"
+
+    async def probe(self, key: str, timeout_s: float) -> int | None:
+        headers = {"Authorization": f"Bearer {key}", **self._extra_headers}
+        return await probe_status(self._session, self._models_url, headers, timeout_s)
 
     async def open(
         self, body: dict[str, Any], key: str, *, stream: bool, timeouts: Timeouts

@@ -21,6 +21,7 @@ from freellm.engine.pipeline.build import build_pipeline
 from freellm.engine.turn import Engine
 from freellm.providers.registry import build_providers
 from freellm.routing.catalog import Catalog
+from freellm.routing.probes import Prober
 from freellm.routing.router import Router
 from freellm.routing.sessions import SessionMemory
 from freellm.server import routes
@@ -63,6 +64,7 @@ def create_app(
         providers = build_providers(settings.providers, session)
         router = Router(settings, catalog, providers, store)
         await router.restore(time.time())
+        prober = Prober(settings.health, router, store)
         cache = ResponseCache(settings.cache, store)
         await cache.open()
         compressor = Compressor(settings.compression, filters_dir=settings.compression.filters_dir or data_dir / "filters")
@@ -82,7 +84,9 @@ def create_app(
             cache=cache,
             compressor=compressor,
             ip_limiter=IPRateLimiter(settings.server.ip_rate_limit_rpm),
+            prober=prober,
         )
+        prober.start()
         try:
             yield
         finally:
@@ -90,6 +94,7 @@ def create_app(
             gw.shutting_down = True
             if gw.grace_timer is not None:
                 gw.grace_timer.cancel()
+            await prober.stop()
             await session.close()
             await store.close()
 

@@ -71,17 +71,24 @@ async def list_models(request: web.Request) -> web.Response:
         request.query.get(name, "").lower() in ("1", "true", "yes") for name in ("available", "connected", "ready")
     )
     catalog = gw.catalog
+    router = gw.router
     data: list[dict[str, Any]] = []
     max_ctx = 0
     for routes in catalog.groups.values():
         providers = [r for r in routes if r.enabled]
         keyed = [r for r in providers if catalog.keys.get(r.provider)]
+        current = [r for r in keyed if r.label not in router.retired]
+        healthy = [
+            r for r in current if any(router.health.usable(r.provider, k.key_id) for k in catalog.keys[r.provider])
+        ]
         contexts = [r.context_window for r in routes if r.context_window]
         ctx_window = max(contexts) if contexts else None
-        available = bool(keyed)
+        available = bool(healthy)
         if available and ctx_window:
             max_ctx = max(max_ctx, ctx_window)
-        reason = None if available else ("disabled" if not providers else "no_key")
+        reason = None
+        if not available:
+            reason = "disabled" if not providers else "no_key" if not keyed else "retired" if not current else "no_healthy_key"
         data.append(
             {
                 "id": routes[0].model,

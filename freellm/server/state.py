@@ -20,6 +20,7 @@ from freellm.server.auth import Client, ClientKeys
 from freellm.store.base import StateStore
 
 if TYPE_CHECKING:
+    from freellm.routing.probes import Prober
     from freellm.server.middleware import IPRateLimiter
 
 __all__ = ["BASE_HEADERS", "CLIENT", "GATEWAY", "REQUEST_ID", "Gateway"]
@@ -38,6 +39,8 @@ class Gateway:
     ip_limiter: IPRateLimiter
     cache: ResponseCache
     compressor: Compressor
+    prober: Prober | None = None
+    """The cooldown probe and key health pass (started with the app)."""
     admin_keys: list[bytes] = field(default_factory=list)
     """``auth.admin_keys``: the only keys the ``/admin/`` routes accept (none: every one is a 404)."""
     shutting_down: bool = False
