@@ -277,6 +277,8 @@ async def log_turn(
         outcome=result,
         extra={**ctx.log_extra(), **(extra or {})},
     )
+    if trail:  # the routes that failed on the way: what the routing statistics are seeded from
+        row.extra["failed"] = [f"{e.provider}/{e.model}" for e in trail]
     try:
         await gw.store.log_request(row)
     except Exception:  # the log must never break a reply
