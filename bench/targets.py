@@ -36,8 +36,20 @@ CLIENT_KEY = "sk-bench-client-0123456789abcdef0123456789abcdef0123456789abcdef01
 ADMIN_KEY = "sk-bench-admin-0123456789abcdef"
 """The cache rows' admin key (``/admin/cache/stats`` is read once, after their cells)."""
 
-ALL_TARGETS = ("direct", "floor", "freellm", "freellm-cache-hit", "freellm-cache-miss", "portkey", "litellm")
-GATEWAYS = ("floor", "freellm", "freellm-cache-hit", "freellm-cache-miss", "portkey", "litellm")
+ALL_TARGETS = (
+    "direct",
+    "floor",
+    "freellm",
+    "freellm-cache-hit",
+    "freellm-cache-miss",
+    "freellm-balanced",
+    "portkey",
+    "litellm",
+)
+GATEWAYS = ("floor", "freellm", "freellm-cache-hit", "freellm-cache-miss", "freellm-balanced", "portkey", "litellm")
+BALANCED_ROUTES = 4
+"""The ``freellm-balanced`` row's chain: this many providers (one simulator path each) scored by
+``routing.strategy: balanced``, so every request pays the scored order the strategy costs."""
 CACHE_TARGETS = ("freellm-cache-hit", "freellm-cache-miss")
 LABELS = {
     "direct": "direct (simulator)",
@@ -45,6 +57,7 @@ LABELS = {
     "freellm": "freellm",
     "freellm-cache-hit": "freellm, cache hit",
     "freellm-cache-miss": "freellm, cache miss",
+    "freellm-balanced": f"freellm, balanced routing ({BALANCED_ROUTES} routes)",
     "portkey": "Portkey gateway",
     "litellm": "LiteLLM proxy",
 }
@@ -171,7 +184,9 @@ def launch_freellm(ctx: Context, name: str, cfg: dict, port: int) -> Proc:
 def start_freellm(ctx: Context, name: str = "freellm") -> Running:
     port = free_port()
     cached = name in CACHE_TARGETS
-    extra = {"cache": {"enabled": True}, "auth": {"admin_keys": [ADMIN_KEY]}} if cached else None
+    extra: dict | None = {"cache": {"enabled": True}, "auth": {"admin_keys": [ADMIN_KEY]}} if cached else None
+    if name == "freellm-balanced":
+        extra = balanced_extra(ctx)
     cfg = freellm_config(ctx, port, ctx.work / f"{name}-data", extra)
     proc = launch_freellm(ctx, name, cfg, port)
     try:
@@ -191,9 +206,30 @@ def start_freellm(ctx: Context, name: str = "freellm") -> Running:
         startup_s=took,
         note=note,
         varied=name == "freellm-cache-miss",
-        cache={"freellm": "off", "freellm-cache-hit": "HIT", "freellm-cache-miss": "MISS"}[name],
+        cache={"freellm": "off", "freellm-cache-hit": "HIT", "freellm-cache-miss": "MISS"}.get(name),
         admin_url=f"http://127.0.0.1:{port}/admin/cache/stats" if cached else None,
     )
+
+
+def balanced_extra(ctx: Context) -> dict:
+    """Four providers on the simulator (paths ``bench``, ``bench-2``…), every one serving the model,
+    ordered by the ``balanced`` strategy."""
+    names = [SIM_PROVIDER, *(f"{SIM_PROVIDER}-{i}" for i in range(2, BALANCED_ROUTES + 1))]
+    providers = [
+        {
+            "name": n,
+            "kind": "openai",
+            "base_url": f"{ctx.sim_base}/{n}/v1",
+            "keys": [UPSTREAM_KEY],
+            "models": [{"id": MODEL}],
+        }
+        for n in names
+    ]
+    return {"providers": providers, "chain": [f"{n}/{MODEL}" for n in names], "routing": {"strategy": "balanced"}}
+
+
+def start_freellm_balanced(ctx: Context) -> Running:
+    return start_freellm(ctx, "freellm-balanced")
 
 
 def start_freellm_cache_hit(ctx: Context) -> Running:
@@ -338,6 +374,7 @@ LAUNCHERS: dict[str, Callable[[Context], Running]] = {
     "freellm": start_freellm,
     "freellm-cache-hit": start_freellm_cache_hit,
     "freellm-cache-miss": start_freellm_cache_miss,
+    "freellm-balanced": start_freellm_balanced,
     "portkey": start_portkey,
     "litellm": start_litellm,
 }

@@ -463,6 +463,9 @@ BAD_CONFIGS = {
         "profiles:\n  team: {chain: [a/nope]}\n",
         "unknown route 'a/nope'",
     ),
+    "profile-named-like-a-strategy": ("profiles:\n  fastest: {system_prompt: hi}\n", "routing strategy name"),
+    "unknown-routing-strategy": ("routing: {strategy: quickest}\n", "unknown routing strategy 'quickest'"),
+    "fusion-k-over-cap": ("fusion: {default_k: 9, max_k: 8}\n", "fusion.default_k"),
     "admin-key-is-a-client-key": (
         "auth: {api_keys: [same], admin_keys: [same]}\n",
         "both a client key",
