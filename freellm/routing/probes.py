@@ -118,7 +118,7 @@ class Prober:
             else:
                 step = _BACKOFF_MINUTES[min(watch.failures, len(_BACKOFF_MINUTES) - 1)]
                 watch.failures += 1
-                watch.next_probe = time.time() + step * period
+                watch.next_probe = now + step * period
         return probed
 
     # ---- the key health pass -----------------------------------------------------------------------------
@@ -167,7 +167,7 @@ class Prober:
                 if wait > 0:
                     await asyncio.sleep(wait)
                 status = await self._probe(provider, key)
-                if health.record_check(provider, key.key_id, status, time.time()):
+                if health.record_check(provider, key.key_id, status, now):
                     changed = True
                     log.info("key check: %s key %s is now %s", provider, key.key_id[:6], health.status(provider, key.key_id))
 
