@@ -106,8 +106,15 @@ class KeyHealth:
             return
         for name, value in data.items():
             provider, _, key_id = str(name).partition("\x1f")
-            if not key_id or not isinstance(value, list) or len(value) != 4 or value[0] not in _STATUSES:
+            if not key_id or not isinstance(value, list) or len(value) != 4:
                 continue
             status, failures, checked_at, reason = value
-            if isinstance(failures, int) and isinstance(checked_at, int | float) and isinstance(reason, str):
+            if not isinstance(status, str) or status not in _STATUSES:
+                continue
+            if (
+                isinstance(failures, int)
+                and not isinstance(failures, bool)
+                and isinstance(checked_at, int | float)
+                and isinstance(reason, str)
+            ):
                 self._keys[(provider, key_id)] = _KeyState(status, failures, float(checked_at), reason)

@@ -279,3 +279,10 @@ def test_load_accepts_an_integer_check_time() -> None:
     assert health.status(P, K) == "healthy"
     assert health.checked_at(P, K) == 1_700_000_000.0
     assert isinstance(health.checked_at(P, K), float)
+
+
+def test_load_ignores_a_status_that_is_not_a_string() -> None:
+    health = KeyHealth()
+    health.load('{"p\\u001fk": [["x"], 0, 0, ""], "p\\u001fj": ["invalid", true, 0, ""], "p\\u001fi": ["invalid", 1, 5, "r"]}')
+    assert health.status("p", "k") == "unknown" and health.status("p", "j") == "unknown"
+    assert health.status("p", "i") == "invalid"
