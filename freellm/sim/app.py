@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any, Final
 
 import orjson
 from aiohttp import web
+from multidict import CIMultiDict
 
 from freellm.sim.anthropic_wire import ANTHROPIC_WIRE
 from freellm.sim.control_api import add_control_routes
@@ -43,7 +44,7 @@ def create_sim_app(settings: SimSettings | None = None) -> web.Application:
     app = web.Application(client_max_size=CLIENT_MAX_SIZE)
     app[SIM_STATE] = SimState(settings or SimSettings())
     chat = _chat_handler(OPENAI_WIRE)
-    models = _models_handler(OPENAI_WIRE)
+    models = _v1_models_handler()
     app.router.add_post("/v1/chat/completions", chat)
     app.router.add_post("/{provider}/v1/chat/completions", chat)
     messages = _chat_handler(ANTHROPIC_WIRE)
@@ -68,18 +69,52 @@ async def _on_shutdown(app: web.Application) -> None:
     app[SIM_STATE].closing.set()
 
 
-def _json_response(status: int, body: Any, headers: dict[str, str]) -> web.Response:
-    return web.Response(
-        status=status, body=orjson.dumps(body), content_type="application/json", headers=headers
-    )
+Headers = Mapping[str, str]
+
+
+def _with_scenario_headers(base: Headers, scenario: Scenario) -> CIMultiDict[str]:
+    """``base`` with the scenario's scripted ``headers`` on top (case-insensitively: they replace a
+    header of the same name, the wire's ``Content-Type`` included, rather than being sent twice)."""
+    merged: CIMultiDict[str] = CIMultiDict(base)
+    for name, value in scenario.headers.items():
+        merged[name] = value
+    return merged
+
+
+def _response(status: int, content_type: str, headers: Headers, body: bytes | str) -> web.Response:
+    """A response with ``content_type`` unless the headers (a scripted Content-Type) already name one,
+    which is then sent exactly as scripted (aiohttp would refuse both, or append a charset to it)."""
+    if "Content-Type" in CIMultiDict(headers):
+        data = body.encode() if isinstance(body, str) else body
+        return web.Response(status=status, headers=headers, body=data)
+    if isinstance(body, str):
+        return web.Response(status=status, text=body, content_type=content_type, headers=headers)
+    return web.Response(status=status, body=body, content_type=content_type, headers=headers)
+
+
+def _json_response(status: int, body: Any, headers: Headers) -> web.Response:
+    return _response(status, "application/json", headers, orjson.dumps(body))
 
 
 def _models_handler(wire: Wire) -> Handler:
     async def handle(request: web.Request) -> web.StreamResponse:
-        provider = request.match_info.get("provider", DEFAULT_PROVIDER)
-        if wire.credential(request) is None:
-            return _json_response(401, wire.render_error(401, "Missing bearer authentication"), {})
-        return _json_response(200, wire.models_list(provider, request.app[SIM_STATE].settings.models), {})
+        return await _handle_models(request, wire)
+
+    return handle
+
+
+def _v1_models_handler() -> Handler:
+    """``GET …/v1/models``: one path for two wires, told apart the way their clients announce themselves.
+
+    Anthropic clients always send ``anthropic-version`` (and usually ``x-api-key``); OpenAI-style clients
+    send neither. The wire decides the listing's shape, where the key is read from and the error
+    envelope of a scripted status, so a gateway probing an Anthropic key sees what Anthropic would send.
+    """
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        headers = request.headers
+        anthropic = "anthropic-version" in headers or "x-api-key" in headers
+        return await _handle_models(request, ANTHROPIC_WIRE if anthropic else OPENAI_WIRE)
 
     return handle
 
@@ -117,8 +152,52 @@ async def _handle_chat(request: web.Request, wire: Wire) -> web.StreamResponse:
         body = raw.decode("utf-8", errors="replace")
     record = state.new_record(provider, key, body)
     await state.notify_arrival()
+    return await _recorded(state, record, _serve(request, wire, state, record, provider, key, body))
+
+
+async def _handle_models(request: web.Request, wire: Wire) -> web.StreamResponse:
+    """A model-list request: logged (``endpoint: models``) and scriptable like a chat request, because
+    gateways use it to probe keys and a test must be able to make that probe fail for one key."""
+    state = request.app[SIM_STATE]
+    provider = request.match_info.get("provider", DEFAULT_PROVIDER)
+    key = wire.credential(request)
+    record = state.new_record(provider, key, None, endpoint="models")
+    await state.notify_arrival()
+    return await _recorded(state, record, _serve_models(wire, state, record, provider, key))
+
+
+async def _serve_models(
+    wire: Wire, state: SimState, record: RequestRecord, provider: str, key: str | None
+) -> web.StreamResponse:
+    """Answer a model-list request: a models script's status (and its error fields, headers and
+    first-byte delay) if one matches, else the plain listing. Other scenario fields do not apply."""
+    headers = {REQUEST_ID_HEADER: record.id}
+    if key is None:
+        record.status = 401
+        record.end(Outcome.UNAUTHORIZED)
+        return _json_response(401, wire.render_error(401, _missing_key_message(wire)), headers)
+    scenario, source = state.choose_models(provider, key)
+    record.source = source
+    if scenario is None:
+        record.status = 200
+        record.end(Outcome.COMPLETED)
+        return _json_response(200, wire.models_list(provider, state.settings.models), headers)
+    if scenario.first_byte_delay_ms:
+        await asyncio.sleep(scenario.first_byte_delay_ms / 1000.0)
+    if scenario.status is not None:
+        return _error_response(wire, scenario, record, headers)
+    record.status = 200
+    record.end(Outcome.COMPLETED)
+    listing = wire.models_list(provider, state.settings.models)
+    return _json_response(200, listing, _with_scenario_headers(headers, scenario))
+
+
+async def _recorded(
+    state: SimState, record: RequestRecord, serve: Coroutine[Any, Any, web.StreamResponse]
+) -> web.StreamResponse:
+    """Run ``serve``, recording on ``record`` how a request ended when ``serve`` could not say so."""
     try:
-        return await _serve(request, wire, state, record, provider, key, body)
+        return await serve
     except ConnectionError:
         record.end(Outcome.CLIENT_DISCONNECTED)
         return web.Response(status=499)  # never reaches the vanished client
@@ -152,7 +231,7 @@ async def _serve(
     body: Any,
 ) -> web.StreamResponse:
     """Answer one chat request as its scenario says, recording the outcome on ``record``."""
-    headers = {REQUEST_ID_HEADER: record.id}
+    headers: Headers = {REQUEST_ID_HEADER: record.id}
 
     def finish(status: int, payload: Any, outcome: Outcome) -> web.Response:
         record.status = status
@@ -172,6 +251,7 @@ async def _serve(
     except ScenarioError as exc:
         return finish(400, wire.render_error(400, f"simulator: {exc}"), Outcome.BAD_REQUEST)
     record.source = source
+    headers = _with_scenario_headers(headers, scenario)
 
     if scenario.first_byte_delay_ms:
         await asyncio.sleep(scenario.first_byte_delay_ms / 1000.0)
@@ -184,7 +264,10 @@ async def _serve(
     settings = state.settings
     if view.stream:
         frames = wire.render_stream(plan, scenario, view, response_id, created)
-        response = web.StreamResponse(status=200, headers={**wire.stream_headers, **headers})
+        response = web.StreamResponse(
+            status=200, headers=_with_scenario_headers(wire.stream_headers, scenario)
+        )
+        response.headers[REQUEST_ID_HEADER] = record.id
         record.status = 200
         await response.prepare(request)
         outcome = await play_frames(
@@ -230,10 +313,10 @@ def _output_chunks(plan: Plan) -> int:
     return len(plan.reasoning_pieces) + len(plan.text_pieces) + sum(1 + len(t.fragments) for t in plan.tools)
 
 
-def _error_response(
-    wire: Wire, scenario: Scenario, record: RequestRecord, headers: dict[str, str]
-) -> web.Response:
-    """The scripted HTTP error, for stream and non-stream requests alike."""
+def _error_response(wire: Wire, scenario: Scenario, record: RequestRecord, headers: Headers) -> web.Response:
+    """The scripted HTTP error, for stream and non-stream requests and model-list probes alike, with the
+    scenario's scripted ``headers``."""
+    headers = _with_scenario_headers(headers, scenario)
     status = scenario.status
     assert status is not None
     # Gemini states the back-off in the body (google.rpc.RetryInfo), never as a Retry-After header.
@@ -245,14 +328,15 @@ def _error_response(
         and _seconds(scenario.retry_after) is not None
     )
     if scenario.retry_after is not None and not retry_in_body:
-        headers = {**headers, "Retry-After": scenario.retry_after}
+        headers = CIMultiDict(headers)
+        headers["Retry-After"] = scenario.retry_after
     record.status = status
     record.end(Outcome.ERROR_STATUS)
     error_body = scenario.error_body
     if isinstance(error_body, str):
         # A string is sent as is: the HTML error page of a proxy in front of the provider, say.
         content_type = "text/html" if error_body.lstrip().startswith("<") else "text/plain"
-        return web.Response(status=status, text=error_body, content_type=content_type, headers=headers)
+        return _response(status, content_type, headers, error_body)
     if error_body is None:
         message = scenario.error_message or _default_message(status)
         if retry_in_body:

@@ -12,9 +12,12 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import Any
+from typing import Any, Literal
 
-__all__ = ["SimControl", "SimControlError"]
+__all__ = ["EndpointFilter", "SimControl", "SimControlError"]
+
+EndpointFilter = Literal["chat", "models", "all"]
+"""Which logged requests a query sees: chat requests, model-list requests, or both."""
 
 
 class SimControlError(RuntimeError):
@@ -43,10 +46,13 @@ class SimControl:
         match: str | None = None,
         key: str | None = None,
         times: int | None = 1,
+        endpoint: Literal["chat", "models"] = "chat",
     ) -> dict[str, Any]:
         """Queue ``scenario`` for the next ``times`` matching requests to ``provider`` (None = until reset).
 
-        Returns the stored script (with its ``id``)."""
+        ``endpoint="models"`` scripts the model-list endpoint (key probes) instead of chat requests; there
+        only ``key`` filters, and the scenario's status, error fields, ``headers`` and
+        ``first_byte_delay_ms`` apply. Returns the stored script (with its ``id``)."""
         body = {
             "provider": provider,
             "model": model,
@@ -54,6 +60,7 @@ class SimControl:
             "key": key,
             "times": times,
             "scenario": scenario,
+            "endpoint": endpoint,
         }
         result: dict[str, Any] = self._call("POST", "/_sim/script", body)
         return result
@@ -69,9 +76,13 @@ class SimControl:
         """Clear scripts and the request log; restore defaults from the settings."""
         self._call("POST", "/_sim/reset", {})
 
-    def requests(self, provider: str | None = None, match: str | None = None) -> list[dict[str, Any]]:
-        """The request log, oldest first, optionally filtered by provider and a body substring."""
+    def requests(
+        self, provider: str | None = None, match: str | None = None, endpoint: EndpointFilter = "chat"
+    ) -> list[dict[str, Any]]:
+        """The request log, oldest first, optionally filtered by provider and a body substring; chat
+        requests only unless ``endpoint`` says ``"models"`` (key probes) or ``"all"``."""
         query = {k: v for k, v in (("provider", provider), ("match", match)) if v is not None}
+        query["endpoint"] = endpoint
         result: list[dict[str, Any]] = self._call("GET", "/_sim/requests", query=query)["requests"]
         return result
 
@@ -92,20 +103,29 @@ class SimControl:
             raise
         return result
 
-    def wait_received(self, provider: str, count: int = 1, timeout: float = 5.0) -> list[dict[str, Any]]:
-        """Block until ``count`` requests for ``provider`` have arrived; returns its log entries.
+    def wait_received(
+        self, provider: str, count: int = 1, timeout: float = 5.0, endpoint: EndpointFilter = "chat"
+    ) -> list[dict[str, Any]]:
+        """Block until ``count`` ``endpoint`` requests (chat by default) for ``provider`` have arrived;
+        returns those log entries.
 
         Raises :class:`TimeoutError` when fewer arrived within ``timeout`` seconds."""
+        query = {
+            "state": "received",
+            "provider": provider,
+            "count": str(count),
+            "timeout": str(timeout),
+            "endpoint": endpoint,
+        }
         try:
             result: dict[str, Any] = self._call(
-                "GET",
-                "/_sim/wait",
-                query={"state": "received", "provider": provider, "count": str(count), "timeout": str(timeout)},
-                http_timeout=timeout + self.timeout,
+                "GET", "/_sim/wait", query=query, http_timeout=timeout + self.timeout
             )
         except SimControlError as exc:
             if exc.status == 408:
-                raise TimeoutError(f"fewer than {count} requests for {provider} after {timeout}s") from exc
+                raise TimeoutError(
+                    f"fewer than {count} {endpoint} requests for {provider} after {timeout}s"
+                ) from exc
             raise
         requests: list[dict[str, Any]] = result["requests"]
         return requests
@@ -120,9 +140,10 @@ class SimControl:
         match: str | None = None,
         key: str | None = None,
         times: int | None = 1,
+        endpoint: Literal["chat", "models"] = "chat",
     ) -> dict[str, Any]:
         """Awaitable :meth:`script`."""
-        return await asyncio.to_thread(self.script, provider, scenario, model, match, key, times)
+        return await asyncio.to_thread(self.script, provider, scenario, model, match, key, times, endpoint)
 
     async def set_default_async(
         self, scenario: dict[str, Any] | None, provider: str | None = None, model: str = "*"
@@ -135,14 +156,20 @@ class SimControl:
         await asyncio.to_thread(self.reset)
 
     async def requests_async(
-        self, provider: str | None = None, match: str | None = None
+        self, provider: str | None = None, match: str | None = None, endpoint: EndpointFilter = "chat"
     ) -> list[dict[str, Any]]:
         """Awaitable :meth:`requests`."""
-        return await asyncio.to_thread(self.requests, provider, match)
+        return await asyncio.to_thread(self.requests, provider, match, endpoint)
 
     async def wait_ended_async(self, request_id: str, timeout: float = 5.0) -> dict[str, Any]:
         """Awaitable :meth:`wait_ended`."""
         return await asyncio.to_thread(self.wait_ended, request_id, timeout)
+
+    async def wait_received_async(
+        self, provider: str, count: int = 1, timeout: float = 5.0, endpoint: EndpointFilter = "chat"
+    ) -> list[dict[str, Any]]:
+        """Awaitable :meth:`wait_received`."""
+        return await asyncio.to_thread(self.wait_received, provider, count, timeout, endpoint)
 
     # ---- transport -------------------------------------------------------------------------------------
 

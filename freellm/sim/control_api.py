@@ -7,6 +7,7 @@ per-request ``asyncio.Event``, so ``/_sim/wait`` answers the moment a request en
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -14,10 +15,11 @@ from aiohttp import web
 
 from freellm.sim.keys import SIM_STATE
 from freellm.sim.scenario import ScenarioError, parse_scenario
+from freellm.sim.state import ENDPOINTS, Endpoint
 
 __all__ = ["add_control_routes"]
 
-_SCRIPT_KEYS = frozenset({"provider", "model", "match", "key", "times", "scenario"})
+_SCRIPT_KEYS = frozenset({"provider", "model", "match", "key", "times", "scenario", "endpoint"})
 _DEFAULT_KEYS = frozenset({"provider", "model", "scenario"})
 
 
@@ -54,6 +56,25 @@ async def _json_object(request: web.Request, allowed: frozenset[str]) -> dict[st
     return data
 
 
+def _script_endpoint(data: dict[str, Any]) -> Endpoint:
+    value = data.get("endpoint", "chat")
+    for endpoint in ENDPOINTS:
+        if value == endpoint:
+            return endpoint
+    raise _BadControl(f"'endpoint' must be one of {', '.join(ENDPOINTS)}, got {value!r}")
+
+
+def _endpoint_filter(query: Mapping[str, str]) -> Endpoint | None:
+    """``?endpoint=chat|models|all`` (default chat) → the log filter (``None`` = every endpoint)."""
+    value = query.get("endpoint", "chat")
+    if value == "all":
+        return None
+    for endpoint in ENDPOINTS:
+        if value == endpoint:
+            return endpoint
+    raise _BadControl(f"'endpoint' must be one of {', '.join((*ENDPOINTS, 'all'))}, got {value!r}")
+
+
 def _opt_str(data: dict[str, Any], name: str, default: str | None = None) -> str | None:
     value = data.get(name, default)
     if value is not None and (not isinstance(value, str) or not value):
@@ -69,12 +90,19 @@ async def _post_script(request: web.Request) -> web.Response:
         times = data.get("times", 1)
         if times is not None and (isinstance(times, bool) or not isinstance(times, int) or times < 1):
             raise _BadControl("'times' must be an integer >= 1 or null (until reset)")
+        endpoint = _script_endpoint(data)
+        match = _opt_str(data, "match")
+        key = _opt_str(data, "key")
+        if endpoint == "models" and (model != "*" or match is not None):
+            # A model-list request names no model and carries no messages: such a script could never
+            # apply, and silently never applying is how a fault script makes a test pass by accident.
+            raise _BadControl("'model' and 'match' do not apply to endpoint 'models' (only 'key' does)")
         scenario = parse_scenario(data.get("scenario"))
     except (_BadControl, ScenarioError) as exc:
         return _reply({"error": str(exc)}, 400)
     assert provider is not None and model is not None
     script = request.app[SIM_STATE].add_script(
-        provider, model, _opt_str(data, "match"), _opt_str(data, "key"), times, scenario, data.get("scenario")
+        provider, model, match, key, times, scenario, data.get("scenario"), endpoint
     )
     return _reply(script.to_dict())
 
@@ -105,13 +133,18 @@ async def _post_reset(request: web.Request) -> web.Response:
 
 async def _get_requests(request: web.Request) -> web.Response:
     q = request.query
-    records = request.app[SIM_STATE].find_records(q.get("provider"), q.get("match"), q.get("model"))
+    try:
+        endpoint = _endpoint_filter(q)
+    except _BadControl as exc:
+        return _reply({"error": str(exc)}, 400)
+    records = request.app[SIM_STATE].find_records(q.get("provider"), q.get("match"), q.get("model"), endpoint)
     return _reply({"requests": [r.to_dict() for r in records]})
 
 
 async def _get_wait(request: web.Request) -> web.Response:
-    """``state=ended&request_id=ID``: until that request ended. ``state=received&provider=P&count=N``:
-    until N requests for P (any provider without one) have arrived."""
+    """``state=ended&request_id=ID``: until that request ended. ``state=received&provider=P&count=N``
+    (``&endpoint=chat|models|all``, default chat): until N such requests for P (any provider without
+    one) have arrived."""
     q = request.query
     request_id = q.get("request_id", "")
     try:
@@ -120,7 +153,11 @@ async def _get_wait(request: web.Request) -> web.Response:
         return _reply({"error": "'timeout' must be a number of seconds"}, 400)
     state = q.get("state", "ended")
     if state == "received":
-        return await _wait_received(request, q.get("provider"), q.get("count", "1"), timeout)
+        try:
+            endpoint = _endpoint_filter(q)
+        except _BadControl as exc:
+            return _reply({"error": str(exc)}, 400)
+        return await _wait_received(request, q.get("provider"), q.get("count", "1"), timeout, endpoint)
     if state != "ended":
         return _reply({"error": "'state' must be ended or received"}, 400)
     record = request.app[SIM_STATE].records.get(request_id)
@@ -133,15 +170,18 @@ async def _get_wait(request: web.Request) -> web.Response:
     return _reply(record.to_dict())
 
 
-async def _wait_received(request: web.Request, provider: str | None, count: str, timeout: float) -> web.Response:
+async def _wait_received(
+    request: web.Request, provider: str | None, count: str, timeout: float, endpoint: Endpoint | None
+) -> web.Response:
     if not count.isdigit() or int(count) < 1:
         return _reply({"error": "'count' must be an integer >= 1"}, 400)
     state = request.app[SIM_STATE]
     try:
-        await asyncio.wait_for(state.wait_received(provider, int(count)), timeout)
+        await asyncio.wait_for(state.wait_received(provider, int(count), endpoint), timeout)
     except TimeoutError:
-        return _reply({"error": "timeout", "received": len(state.find_records(provider))}, 408)
-    return _reply({"requests": [r.to_dict() for r in state.find_records(provider)]})
+        received = len(state.find_records(provider, endpoint=endpoint))
+        return _reply({"error": "timeout", "received": received}, 408)
+    return _reply({"requests": [r.to_dict() for r in state.find_records(provider, endpoint=endpoint)]})
 
 
 async def _get_health(request: web.Request) -> web.Response:

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import enum
 import json
+import math
+import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any, Final, Literal
 
 __all__ = [
@@ -87,6 +89,9 @@ class Scenario:
     malformed: bool = False
     keepalive_comments: int = 0
     content_array: bool = False
+    headers: Mapping[str, str] = field(default_factory=dict)
+    """Extra response headers (rate-limit hints, say) sent with the answer, success or error, on every
+    wire; they override the wire's own headers of the same name (``Content-Type`` included)."""
 
     def effective_finish_reason(self) -> str | None:
         """The finish reason to send: explicit value, or the natural one for this output."""
@@ -212,6 +217,47 @@ def _tool_calls(name: str, v: Any) -> tuple[ToolCallSpec, ...]:
     return tuple(out)
 
 
+# RFC 9110 field names are tokens; a value may not contain CR, LF or NUL (a header injection, not a fault).
+_TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_FORBIDDEN_VALUE_CHARS: Final = frozenset("\r\n\x00")
+# Headers the simulator must own: the framing of the body and the id tests use to find the request.
+_RESERVED_HEADERS: Final = frozenset(
+    {"content-length", "transfer-encoding", "connection", "x-sim-request-id"}
+)
+
+
+def _header_value(where: str, v: Any) -> str:
+    if isinstance(v, str):
+        text = v
+    elif isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v):
+        # Rate-limit counts are naturally written as numbers; a header value is text either way.
+        text = str(int(v)) if float(v).is_integer() else str(v)
+    else:
+        raise _err(where, f"expected a string or number, got {v!r}")
+    if _FORBIDDEN_VALUE_CHARS.intersection(text):
+        raise _err(where, "a header value may not contain CR, LF or NUL")
+    return text
+
+
+def _headers(name: str, v: Any) -> dict[str, str]:
+    if not isinstance(v, Mapping):
+        raise _err(name, f"expected an object of header name -> value, got {v!r}")
+    out: dict[str, str] = {}
+    seen: dict[str, str] = {}
+    for header, value in v.items():
+        if not isinstance(header, str) or not _TOKEN.fullmatch(header):
+            raise _err(name, f"{header!r} is not a valid header name (an RFC 9110 token)")
+        lowered = header.lower()
+        if lowered in _RESERVED_HEADERS:
+            raise _err(name, f"{header!r} is set by the simulator itself and cannot be scripted")
+        if lowered in seen:
+            # Header names are case-insensitive: two spellings would make the one sent a coin toss.
+            raise _err(name, f"{seen[lowered]!r} and {header!r} name the same header")
+        seen[lowered] = header
+        out[header] = _header_value(f"{name}.{header}", value)
+    return out
+
+
 _VALIDATORS: Final[dict[str, _Validator]] = {
     "text": _opt_str,
     "chunks": _count(1),
@@ -237,6 +283,7 @@ _VALIDATORS: Final[dict[str, _Validator]] = {
     "malformed": _flag,
     "keepalive_comments": _count(0),
     "content_array": _flag,
+    "headers": _headers,
 }
 
 SCENARIO_FIELDS: Final = tuple(_VALIDATORS)
@@ -261,6 +308,10 @@ def parse_scenario(data: Mapping[str, Any] | Scenario | None) -> Scenario:
         orphans = [k for k in ("error_message", "retry_after", "error_body") if values.get(k) is not None]
         if orphans:
             raise ScenarioError(f"{', '.join(orphans)} only apply with 'status'")
+    if values.get("retry_after") is not None and any(
+        h.lower() == "retry-after" for h in values.get("headers", ())
+    ):
+        raise ScenarioError("give Retry-After either as 'retry_after' or in 'headers', not both")
     if "inband_error_after" in values and values.get("inband_error") is None:
         raise ScenarioError("'inband_error_after' only applies with 'inband_error'")
     return Scenario(**values)

@@ -12,7 +12,7 @@ import itertools
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final, Literal
 
 import orjson
 
@@ -20,7 +20,12 @@ from freellm.sim.scenario import Scenario
 from freellm.sim.settings import SimSettings
 from freellm.sim.wire import RequestView
 
-__all__ = ["Outcome", "RequestRecord", "Script", "SimState"]
+__all__ = ["ENDPOINTS", "Endpoint", "Outcome", "RequestRecord", "Script", "SimState"]
+
+Endpoint = Literal["chat", "models"]
+"""What a request asked for: an answer (``chat``: chat completions, messages, generateContent) or the
+model list (``models``), which gateways use to probe keys. Scripts and log filters are per endpoint."""
+ENDPOINTS: Final[tuple[Endpoint, ...]] = ("chat", "models")
 
 
 class Outcome(enum.StrEnum):
@@ -50,20 +55,32 @@ class Script:
     times: int | None
     scenario: Scenario
     scenario_json: Any
+    endpoint: Endpoint = "chat"
     used: int = 0
 
-    def accepts(self, model: str, key: str | None, view: RequestView) -> bool:
-        """Whether this script applies to a request for ``model`` made with ``key``."""
-        if self.model != "*" and self.model != model:
+    def accepts(
+        self, endpoint: Endpoint, model: str | None, key: str | None, view: RequestView | None
+    ) -> bool:
+        """Whether this script applies to an ``endpoint`` request for ``model`` made with ``key``.
+
+        A chat script never answers a model-list probe and vice versa: a test scripting "the next
+        request fails" must not have its fault eaten by a key check the gateway happens to run first.
+        Model-list requests have no model or messages (``model``/``view`` are ``None``); the control API
+        refuses ``model``/``match`` on models scripts, so only the key is compared for them.
+        """
+        if self.endpoint != endpoint:
             return False
         if self.key is not None and self.key != key:
             return False
-        return self.match is None or self.match in view.messages_json
+        if self.model != "*" and self.model != model:
+            return False
+        return self.match is None or (view is not None and self.match in view.messages_json)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON form for ``GET /_sim/scripts``."""
         return {
             "id": self.id,
+            "endpoint": self.endpoint,
             "provider": self.provider,
             "model": self.model,
             "match": self.match,
@@ -83,6 +100,7 @@ class RequestRecord:
     key: str | None
     body: Any
     started_at: float
+    endpoint: Endpoint = "chat"
     model: str | None = None
     stream: bool | None = None
     source: str | None = None
@@ -103,6 +121,7 @@ class RequestRecord:
         """JSON form for the control API."""
         return {
             "id": self.id,
+            "endpoint": self.endpoint,
             "provider": self.provider,
             "model": self.model,
             "key": self.key,
@@ -148,9 +167,12 @@ class SimState:
         times: int | None,
         scenario: Scenario,
         scenario_json: Any,
+        endpoint: Endpoint = "chat",
     ) -> Script:
-        """Append a script to ``provider``'s queue."""
-        script = Script(next(self._script_ids), provider, model, match, key, times, scenario, scenario_json)
+        """Append a script to ``provider``'s queue (one queue for both endpoints, so ids stay in order)."""
+        script = Script(
+            next(self._script_ids), provider, model, match, key, times, scenario, scenario_json, endpoint
+        )
         self.scripts.setdefault(provider, []).append(script)
         return script
 
@@ -165,16 +187,30 @@ class SimState:
         else:
             self.defaults[slot] = scenario
 
-    def choose(self, provider: str, model: str, key: str | None, view: RequestView) -> tuple[Scenario, str]:
-        """First matching script (consuming one use), else the per-model default, else the server's."""
+    def _take_script(
+        self,
+        endpoint: Endpoint,
+        provider: str,
+        model: str | None,
+        key: str | None,
+        view: RequestView | None,
+    ) -> Script | None:
+        """The first script of ``provider``'s queue that accepts the request, consuming one of its uses."""
         queue = self.scripts.get(provider)
         if queue:
             for i, script in enumerate(queue):
-                if script.accepts(model, key, view):
+                if script.accepts(endpoint, model, key, view):
                     script.used += 1
                     if script.times is not None and script.used >= script.times:
                         del queue[i]
-                    return script.scenario, f"script:{script.id}"
+                    return script
+        return None
+
+    def choose(self, provider: str, model: str, key: str | None, view: RequestView) -> tuple[Scenario, str]:
+        """First matching chat script (consuming one use), else the per-model default, else the server's."""
+        script = self._take_script("chat", provider, model, key, view)
+        if script is not None:
+            return script.scenario, f"script:{script.id}"
         if self.defaults:
             for slot in (f"{provider}/{model}", f"{provider}/*"):
                 found = self.defaults.get(slot)
@@ -182,10 +218,27 @@ class SimState:
                     return found, f"default:{slot}"
         return self.server_default, "default"
 
-    def new_record(self, provider: str, key: str | None, body: Any) -> RequestRecord:
+    def choose_models(self, provider: str, key: str | None) -> tuple[Scenario | None, str]:
+        """The first matching models script (consuming one use), else ``None``: the plain 200 listing.
+
+        Defaults never apply here: they describe chat answers (a server default of ``status: 429`` is
+        about generation), and a key probe that fails because of one would be a surprise."""
+        script = self._take_script("models", provider, None, key, None)
+        if script is not None:
+            return script.scenario, f"script:{script.id}"
+        return None, "default"
+
+    def new_record(
+        self, provider: str, key: str | None, body: Any, endpoint: Endpoint = "chat"
+    ) -> RequestRecord:
         """Log a request as it arrives, evicting the oldest entry beyond ``log_limit``."""
         record = RequestRecord(
-            id=f"req-{next(self._request_ids)}", provider=provider, key=key, body=body, started_at=time.time()
+            id=f"req-{next(self._request_ids)}",
+            provider=provider,
+            key=key,
+            body=body,
+            started_at=time.time(),
+            endpoint=endpoint,
         )
         self.records[record.id] = record
         while len(self.records) > self.settings.log_limit:
@@ -197,17 +250,28 @@ class SimState:
         async with self.arrived:
             self.arrived.notify_all()
 
-    async def wait_received(self, provider: str | None, count: int) -> None:
-        """Return once ``count`` requests for ``provider`` (any, when None) are in the log."""
+    async def wait_received(
+        self, provider: str | None, count: int, endpoint: Endpoint | None = "chat"
+    ) -> None:
+        """Return once ``count`` ``endpoint`` requests (any endpoint when None) for ``provider`` (any,
+        when None) are in the log."""
         async with self.arrived:
-            await self.arrived.wait_for(lambda: len(self.find_records(provider)) >= count)
+            await self.arrived.wait_for(lambda: len(self.find_records(provider, endpoint=endpoint)) >= count)
 
     def find_records(
-        self, provider: str | None = None, match: str | None = None, model: str | None = None
+        self,
+        provider: str | None = None,
+        match: str | None = None,
+        model: str | None = None,
+        endpoint: Endpoint | None = "chat",
     ) -> list[RequestRecord]:
-        """Log entries in arrival order, filtered by provider, model and a substring of the body JSON."""
+        """Log entries in arrival order, filtered by endpoint (``None`` = all), provider, model and a
+        substring of the body JSON. Chat only by default, so callers written before model-list
+        requests were logged still see exactly the requests they expect."""
         out = []
         for record in self.records.values():
+            if endpoint is not None and record.endpoint != endpoint:
+                continue
             if provider is not None and record.provider != provider:
                 continue
             if model is not None and record.model != model:
