@@ -13,7 +13,9 @@ across a restart.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Literal
 
 import orjson
@@ -21,7 +23,9 @@ import orjson
 __all__ = ["HEALTH_SETTING", "KeyHealth", "KeyStatus"]
 
 KeyStatus = Literal["unknown", "healthy", "error", "invalid", "disabled"]
-_STATUSES: frozenset[str] = frozenset({"unknown", "healthy", "error", "invalid", "disabled"})
+_STATUSES: Mapping[str, KeyStatus] = MappingProxyType(
+    {s: s for s in ("unknown", "healthy", "error", "invalid", "disabled")}
+)
 _SERVING: frozenset[str] = frozenset({"unknown", "healthy"})
 
 HEALTH_SETTING = "key_health"
@@ -117,4 +121,4 @@ class KeyHealth:
                 and isinstance(checked_at, int | float)
                 and isinstance(reason, str)
             ):
-                self._keys[(provider, key_id)] = _KeyState(status, failures, float(checked_at), reason)
+                self._keys[(provider, key_id)] = _KeyState(_STATUSES[status], failures, float(checked_at), reason)
