@@ -20,6 +20,8 @@ from typing import Literal
 
 import orjson
 
+from freellm.store.base import setting_object
+
 __all__ = ["HEALTH_SETTING", "KeyHealth", "KeyStatus"]
 
 KeyStatus = Literal["unknown", "healthy", "error", "invalid", "disabled"]
@@ -100,15 +102,7 @@ class KeyHealth:
         ).decode()
 
     def load(self, raw: str | None) -> None:
-        if not raw:
-            return
-        try:
-            data = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            return
-        if not isinstance(data, dict):
-            return
-        for name, value in data.items():
+        for name, value in (setting_object(raw) or {}).items():
             provider, _, key_id = str(name).partition("\x1f")
             if not key_id or not isinstance(value, list) or len(value) != 4:
                 continue

@@ -26,6 +26,7 @@ import orjson
 from freellm.config import ModelLimits
 from freellm.routing.catalog import ModelRoute
 from freellm.routing.ratelimit_headers import Axis, WindowReading, parse_limit_text, parse_rate_limit_headers
+from freellm.store.base import setting_object
 
 __all__ = [
     "LEARNED_SETTING",
@@ -137,15 +138,7 @@ class LearnedLimits:
 
     def load(self, raw: str | None, routes: Mapping[str, ModelRoute]) -> None:
         """Restore a :meth:`dump`; entries for routes no longer configured, or unreadable, are dropped."""
-        if not raw:
-            return
-        try:
-            data = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            return
-        if not isinstance(data, dict):
-            return
-        for label, axes in data.items():
+        for label, axes in (setting_object(raw) or {}).items():
             route = routes.get(str(label).lower())
             if route is None or not isinstance(axes, dict):
                 continue

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+import orjson
+
 __all__ = [
     "CooldownRecord",
     "RequestLogRow",
@@ -20,6 +22,7 @@ __all__ = [
     "UsageSnapshot",
     "key_scope",
     "model_scope",
+    "setting_object",
 ]
 
 
@@ -30,6 +33,18 @@ def key_scope(provider: str, model: str, key_id: str) -> str:
 
 def model_scope(provider: str, model: str) -> str:
     return f"{provider}\x1f{model}"
+
+
+def setting_object(raw: str | None) -> dict[str, Any] | None:
+    """A JSON-object setting as written by a component (learned limits, key health), or None when it
+    is unset or unreadable: a damaged setting is forgotten, never a start-up failure."""
+    if not raw:
+        return None
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    return data if isinstance(data, dict) else None
 
 
 @dataclass(frozen=True, slots=True)
