@@ -331,6 +331,31 @@ def test_a_client_leaving_during_the_panel_closes_every_member(
     assert gw.run(gw.state.store.active_cooldowns(time.time())) == {}
 
 
+def test_a_client_leaving_a_non_stream_fusion_request_closes_every_member(
+    make_gateway: MakeGateway, sim_control: SimControl
+) -> None:
+    gw, names = panel_gateway(make_gateway, 3)
+    for name in names:
+        sim_control.script(name, {"first_byte_delay_ms": 20_000})
+    with pytest.raises(httpx.TimeoutException):
+        httpx.post(
+            f"{gw.v1}/chat/completions",
+            json={"model": "fusion", "messages": [{"role": "user", "content": "hi"}]},
+            headers=AUTH,
+            timeout=2.0,
+        )
+    closed_at = time.time()
+    for name in names:
+        [seen] = upstream(sim_control, name)  # every member was dispatched before the client left
+        entry = sim_control.wait_ended(seen["id"], timeout=2)
+        assert entry["outcome"] == "client_disconnected"
+        assert entry["ended_at"] - closed_at < 1.0
+    assert gw.run(gw.state.store.lease_count()) == 0
+    assert gw.run(gw.state.store.active_cooldowns(time.time())) == {}
+    rows = gw.run(gw.state.store.recent_requests(10))
+    assert {r.outcome for r in rows} == {"canceled"}
+
+
 # ---- bad input ------------------------------------------------------------------------------------------------
 
 
