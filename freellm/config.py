@@ -123,6 +123,8 @@ class ServerConfig(_Model):
     """Young-generation GC threshold of a serving process (0 = CPython's default 700); see
     ``freellm.server.runtime.tune_gc``."""
     header_value_max: int = 256
+    admin_body_limit_kb: int = Field(default=1024, ge=1)
+    """Bodies of ``/admin/`` requests over this many KiB get 413."""
 
 
 class ClientKeyConfig(_Model):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from freellm.admin import cache, compression, routing
+from freellm.admin import cache, chain, compression, openapi, providers, routing, settings_api
 
 __all__ = ["register"]
 
@@ -17,3 +17,7 @@ def register(app: web.Application) -> None:
     cache.register(app)
     compression.register(app)
     routing.register(app)
+    providers.register(app)
+    chain.register(app)
+    settings_api.register(app)
+    openapi.register(app)

@@ -127,6 +127,18 @@ class Router:
     def provider(self, name: str) -> Provider:
         return self._providers[name]
 
+    def reconfigure(self, settings: Settings, catalog: Catalog, providers: dict[str, Provider]) -> None:
+        """New routes, keys or strategy applied live (the admin API): what was learned — statistics,
+        limits, key health, retirements — is kept; the cached orders are rebuilt on the next request."""
+        self._settings = settings
+        self.catalog = catalog
+        self._providers = providers
+        self._strategy = resolve_strategy(settings.routing.strategy) or "priority"
+        self._exploration = settings.routing.exploration
+        self._facts_of = None
+        self._orders_of = None
+        self._orders.clear()
+
     async def restore(self, now: float) -> None:
         """Load what earlier runs learned: limits, key health, retired models, and the statistics
         (seeded from the newest request-log rows)."""

@@ -13,6 +13,7 @@ import aiohttp
 import platformdirs
 from aiohttp import web
 
+from freellm.admin.live import LiveConfig
 from freellm.cache.store import ResponseCache
 from freellm.compression import Compressor
 from freellm.config import ClientKeyConfig, Settings
@@ -39,6 +40,16 @@ def default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir("freellm", appauthor=False))
 
 
+def _effective(live: LiveConfig) -> Settings:
+    """The YAML with the admin API's changes over it; a stored change that no longer validates against
+    this YAML (a provider it named was removed…) is logged and the YAML is used as it is."""
+    try:
+        return live.effective()
+    except ValueError as exc:
+        log.error("the admin API's stored changes do not apply to this configuration (%s); using the file as is", exc)
+        return live.base
+
+
 def create_app(
     settings: Settings, *, client_keys: list[str] | None = None, worker_index: int | None = None
 ) -> web.Application:
@@ -52,12 +63,18 @@ def create_app(
         [ClientKeyConfig(key=k) for k in client_keys] if client_keys is not None else settings.auth.client_keys
     )
 
+    base = settings
+
     async def lifecycle(app: web.Application) -> AsyncIterator[None]:
+        settings = base
         data_dir = settings.storage.path or default_data_dir()
         data_dir.mkdir(parents=True, exist_ok=True)
         worker = None if worker_index is None else (worker_index, f"{worker_index}-{os.getpid()}")
         store = create_store(data_dir, retention_days=settings.storage.request_log_retention_days, worker=worker)
         await store.open()
+        live = LiveConfig(base, store)
+        await live.load()
+        settings = _effective(live)
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, enable_cleanup_closed=True)
         session = aiohttp.ClientSession(connector=connector, auto_decompress=True, trust_env=False)
         catalog = Catalog(settings)
@@ -85,6 +102,7 @@ def create_app(
             compressor=compressor,
             ip_limiter=IPRateLimiter(settings.server.ip_rate_limit_rpm),
             prober=prober,
+            live=live,
         )
         prober.start()
         try:

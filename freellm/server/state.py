@@ -20,6 +20,7 @@ from freellm.server.auth import Client, ClientKeys
 from freellm.store.base import StateStore
 
 if TYPE_CHECKING:
+    from freellm.admin.live import KeyStore, LiveConfig
     from freellm.routing.probes import Prober
     from freellm.server.middleware import IPRateLimiter
 
@@ -39,6 +40,10 @@ class Gateway:
     ip_limiter: IPRateLimiter
     cache: ResponseCache
     compressor: Compressor
+    live: LiveConfig | None = None
+    """The YAML base, the admin overlay and the run-time keys (the admin API changes these)."""
+    vault: KeyStore | None = None
+    """The encrypted key vault (:class:`freellm.secrets.KeyVault`), opened at start-up."""
     prober: Prober | None = None
     """The cooldown probe and key health pass (started with the app)."""
     admin_keys: list[bytes] = field(default_factory=list)

@@ -1,0 +1,162 @@
+"""Over the wire: the admin API's live configuration — providers, the chain, live settings, the OpenAPI
+document — applied without a restart, persisted, and winning over the YAML on the next start."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+import pytest
+
+from freellm.sim import SimServer
+from freellm.sim.control import SimControl
+from tests.harness import BackgroundLoop, GatewayServer, gateway_settings, start_gateway, unique
+from tests.integration.helpers import MODEL, MakeGateway, sdk, upstream
+
+ADMIN_KEY = "sk-admin-config"
+ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
+
+
+def admin_gateway(make_gateway: MakeGateway, providers: dict[str, list[str]], **kwargs: Any) -> GatewayServer:
+    extra = kwargs.pop("extra", {})
+    return make_gateway(providers, extra={"auth": {"admin_keys": [ADMIN_KEY]}, **extra}, **kwargs)
+
+
+def ask(gw: GatewayServer, model: str = "auto") -> str:
+    raw = sdk(gw).chat.completions.with_raw_response.create(model=model, messages=[{"role": "user", "content": "hi"}])
+    return str(raw.headers["x-routed-via"])
+
+
+def test_put_chain_reorders_auto_at_once(make_gateway: MakeGateway, sim_control: SimControl) -> None:
+    a, b = unique("alpha"), unique("beta")
+    gw = admin_gateway(make_gateway, {a: [MODEL], b: [MODEL]})
+    assert ask(gw) == f"{a}/{MODEL}"
+    resp = httpx.put(f"{gw.base_url}/admin/chain", json={"chain": [f"{b}/{MODEL}", f"{a}/{MODEL}"]}, headers=ADMIN)
+    assert resp.status_code == 200
+    assert resp.json()["chain"] == [f"{b}/{MODEL}", f"{a}/{MODEL}"]
+    assert ask(gw) == f"{b}/{MODEL}"
+    assert httpx.get(f"{gw.base_url}/admin/chain", headers=ADMIN).json()["chain"][0] == f"{b}/{MODEL}"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [{"chain": ["nowhere/model"]}, {"chain": "a/b"}, {"chain": [1]}, {"order": []}, []],
+)
+def test_a_bad_chain_is_a_400_and_nothing_changes(make_gateway: MakeGateway, body: Any) -> None:
+    a, b = unique("alpha"), unique("beta")
+    gw = admin_gateway(make_gateway, {a: [MODEL], b: [MODEL]})
+    resp = httpx.put(f"{gw.base_url}/admin/chain", json=body, headers=ADMIN)
+    assert resp.status_code == 400 and "error" in resp.json()
+    assert ask(gw) == f"{a}/{MODEL}"
+
+
+def test_live_settings_change_the_strategy_and_reject_junk(make_gateway: MakeGateway) -> None:
+    small, big = unique("small"), unique("big")
+    gw = admin_gateway(
+        make_gateway,
+        {small: ["tiny-model"], big: ["huge-model"]},
+        model_options={f"{small}/tiny-model": {"tier": "small"}, f"{big}/huge-model": {"tier": "frontier"}},
+    )
+    url = f"{gw.base_url}/admin/settings"
+    assert httpx.get(url, headers=ADMIN).json()["routing"]["strategy"] == "priority"
+    assert ask(gw) == f"{small}/tiny-model"
+    resp = httpx.patch(url, json={"routing": {"strategy": "smartest"}}, headers=ADMIN)
+    assert resp.status_code == 200 and resp.json()["routing"]["strategy"] == "smart"
+    assert ask(gw) == f"{big}/huge-model"
+    for junk in ({"routing": {"strategy": "quickest"}}, {"server": {"port": 1}}, {"routing": {"nope": 1}}, {"cache": 3}):
+        bad = httpx.patch(url, json=junk, headers=ADMIN)
+        assert bad.status_code == 400, junk
+    assert httpx.get(url, headers=ADMIN).json()["routing"]["strategy"] == "smart"
+
+
+def test_add_a_provider_and_list_it(make_gateway: MakeGateway, sim: SimServer) -> None:
+    a, c = unique("alpha"), unique("gamma")
+    gw = admin_gateway(make_gateway, {a: [MODEL]})
+    provider = {"name": c, "kind": "openai", "base_url": f"{sim.base_url}/{c}/v1", "models": [{"id": "gamma-model"}]}
+    resp = httpx.post(f"{gw.base_url}/admin/providers", json=provider, headers=ADMIN)
+    assert resp.status_code == 201, resp.text
+    assert resp.json()["name"] == c and resp.json()["keys"] == []
+    listed = {p["name"]: p for p in httpx.get(f"{gw.base_url}/admin/providers", headers=ADMIN).json()["data"]}
+    assert set(listed) == {a, c}
+    [key] = listed[a]["keys"]
+    assert key["masked"].startswith("…") and len(key["masked"]) <= 5 and key["source"] == "config"
+    assert key["status"] in ("unknown", "healthy") and key["enabled"] is True
+    assert f"{a}-key-1" not in httpx.get(f"{gw.base_url}/admin/providers", headers=ADMIN).text
+
+
+@pytest.mark.parametrize(
+    ("provider", "status"),
+    [
+        ({"name": "<dup>", "base_url": "http://127.0.0.1:9/v1"}, 409),
+        ({"name": "new-one"}, 400),
+        ({"name": "new-one", "base_url": "ftp://example.com/v1"}, 400),
+        ({"name": "new-one", "base_url": "not a url"}, 400),
+        ({"name": "new-one", "base_url": "http://127.0.0.1:9/v1", "kind": "cobol"}, 400),
+        ({"name": "bad/name", "base_url": "http://127.0.0.1:9/v1"}, 400),
+    ],
+)
+def test_an_invalid_provider_is_refused_and_nothing_is_written(
+    make_gateway: MakeGateway, provider: dict[str, Any], status: int
+) -> None:
+    a = unique("alpha")
+    gw = admin_gateway(make_gateway, {a: [MODEL]})
+    body = {k: (a if v == "<dup>" else v) for k, v in provider.items()}
+    resp = httpx.post(f"{gw.base_url}/admin/providers", json=body, headers=ADMIN)
+    assert resp.status_code == status, resp.text
+    assert [p["name"] for p in httpx.get(f"{gw.base_url}/admin/providers", headers=ADMIN).json()["data"]] == [a]
+    assert gw.run(gw.state.store.get_setting("admin_overlay")) is None
+
+
+def test_an_oversized_or_malformed_admin_body_is_refused(make_gateway: MakeGateway) -> None:
+    a = unique("alpha")
+    gw = admin_gateway(make_gateway, {a: [MODEL]}, extra={"server": {"admin_body_limit_kb": 1}})
+    big = httpx.put(f"{gw.base_url}/admin/chain", json={"chain": ["x" * 2000]}, headers=ADMIN)
+    assert big.status_code == 413 and big.json()["error"]["code"] == "request_too_large"
+    bad = httpx.put(f"{gw.base_url}/admin/chain", content=b"{not json", headers=ADMIN)
+    assert bad.status_code == 400 and "error" in bad.json()
+
+
+def test_every_admin_route_wants_the_admin_key(make_gateway: MakeGateway) -> None:
+    a = unique("alpha")
+    gw = admin_gateway(make_gateway, {a: [MODEL]})
+    routes = [
+        ("GET", "/admin/providers"),
+        ("POST", "/admin/providers"),
+        ("POST", f"/admin/providers/{a}/keys"),
+        ("PATCH", f"/admin/providers/{a}/keys/x"),
+        ("DELETE", f"/admin/providers/{a}/keys/x"),
+        ("POST", f"/admin/providers/{a}/keys/x/test"),
+        ("GET", "/admin/chain"),
+        ("PUT", "/admin/chain"),
+        ("GET", "/admin/settings"),
+        ("PATCH", "/admin/settings"),
+        ("GET", "/admin/openapi.json"),
+    ]
+    for method, path in routes:
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Bearer sk-test-client"}):
+            resp = httpx.request(method, f"{gw.base_url}{path}", headers=headers, json={})
+            assert resp.status_code == 401, (method, path, headers)
+    doc = httpx.get(f"{gw.base_url}/admin/openapi.json", headers={"x-api-key": ADMIN_KEY}).json()
+    assert doc["openapi"].startswith("3.") and "/admin/providers/{name}/keys" in doc["paths"]
+
+
+def test_changes_win_over_the_yaml_on_the_next_start(
+    servers_loop: BackgroundLoop, sim: SimServer, sim_control: SimControl, tmp_path: Path
+) -> None:
+    a, b = unique("alpha"), unique("beta")
+    settings = gateway_settings(
+        tmp_path / "data", sim.base_url, {a: [MODEL], b: [MODEL]}, extra={"auth": {"admin_keys": [ADMIN_KEY]}}
+    )
+    first = start_gateway(servers_loop, settings)
+    try:
+        resp = httpx.put(f"{first.base_url}/admin/chain", json={"chain": [f"{b}/{MODEL}"]}, headers=ADMIN)
+        assert resp.status_code == 200
+    finally:
+        first.close()
+    second = start_gateway(servers_loop, settings)
+    try:
+        assert ask(second) == f"{b}/{MODEL}"
+        assert upstream(sim_control, a) == []
+    finally:
+        second.close()
