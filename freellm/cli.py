@@ -1,16 +1,19 @@
-"""The ``freellm`` command: serve | sim | demo | check-config. Thin: parse arguments, call the library."""
+"""The ``freellm`` command: serve | sim | demo | check-config | keys. Thin: parse arguments, call the library."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import secrets
+import sqlite3
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from freellm import __version__
 from freellm.config import ConfigError, Settings, load_settings
@@ -157,6 +160,140 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     return 0
 
 
+def keys_command(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """Wrap a ``freellm keys`` subcommand: master-key, file and database problems exit 2 with
+    ``freellm: <reason>`` (bad config and bad input already do, in :func:`main`)."""
+
+    @functools.wraps(run)
+    def wrapper(args: argparse.Namespace) -> int:
+        from freellm.secrets import MasterKeyError
+
+        try:
+            return run(args)
+        except MasterKeyError as exc:
+            print(f"freellm: {exc}", file=sys.stderr)
+        except (OSError, sqlite3.Error) as exc:
+            print(f"freellm: {exc}", file=sys.stderr)
+        return 2
+
+    return wrapper
+
+
+def keys_data_dir(args: argparse.Namespace) -> tuple[Settings, Path]:
+    """The settings of ``--config`` and the data directory the gateway would use with them."""
+    from freellm.server.app import default_data_dir
+
+    settings = _load(args)
+    return settings, settings.storage.path or default_data_dir()
+
+
+def run_coroutine(coro: Coroutine[Any, Any, int]) -> int:
+    """Run one coroutine on a fresh event loop (the one ``serve`` uses) and close the loop."""
+    loop = new_event_loop()
+    try:
+        return loop.run_until_complete(coro)
+    finally:
+        loop.close()
+
+
+@keys_command
+def cmd_keys_rotate_master(args: argparse.Namespace) -> int:
+    """Re-encrypt the stored provider keys under a new master key, then replace the old master key.
+
+    The vault makes the store open with both keys before the new one is saved and drops the old
+    ciphertexts only after, so an interruption at any point leaves keys that the master key on disk (or
+    either value of FREELLM_MASTER_KEY) opens.
+    """
+    from freellm.secrets import (
+        MASTER_KEY_BYTES,
+        MASTER_KEY_ENV,
+        MASTER_KEY_FILENAME,
+        KeyVault,
+        MasterKeyError,
+        load_master_key,
+        master_key_from_env,
+        parse_master_key,
+        write_master_key,
+    )
+    from freellm.store.factory import create_store
+
+    settings, data_dir = keys_data_dir(args)
+    from_env = master_key_from_env(os.environ) is not None
+    key_file = data_dir / MASTER_KEY_FILENAME
+    if not from_env and not key_file.exists():
+        raise MasterKeyError(f"no master key to rotate: {MASTER_KEY_ENV} is unset and {key_file} does not exist")
+    master = load_master_key(os.environ, data_dir)
+    if args.new_key_env:
+        var = args.new_key_env
+        if not os.environ.get(var, "").strip():
+            raise MasterKeyError(f"{var} is not set (--new-key-env names the variable holding the new master key)")
+        new_master = parse_master_key(os.environ[var], source=var)
+    else:
+        new_master = secrets.token_bytes(MASTER_KEY_BYTES)
+
+    def save_master(key: bytes) -> None:
+        if not from_env:
+            try:
+                write_master_key(data_dir, key)
+            except OSError as exc:  # the old file is untouched (the write is atomic), and it opens the store
+                raise MasterKeyError(
+                    f"cannot write the new master key to {key_file}: {exc.strerror or exc}; the stored keys "
+                    "still open with the current master key"
+                ) from None
+            return
+        print(
+            f"freellm: warning: the master key comes from {MASTER_KEY_ENV}, so no key file was written. Set "
+            f"{MASTER_KEY_ENV} to the new value before the gateway next starts: the old value no longer "
+            "opens the stored keys.",
+            file=sys.stderr,
+            flush=True,
+        )
+        if args.new_key_env:
+            print(f"set {MASTER_KEY_ENV} to the value of {args.new_key_env}", flush=True)
+        else:
+            print("the new value is shown only this once:", file=sys.stderr, flush=True)
+            print(f"{MASTER_KEY_ENV}={key.hex()}", flush=True)
+
+    async def rotate() -> int:
+        store = create_store(data_dir, retention_days=settings.storage.request_log_retention_days)
+        await store.open()
+        try:
+            vault = KeyVault(store, master)
+            await vault.load()
+            return await vault.rotate(new_master, save_master)
+        finally:
+            await store.close()
+
+    count = run_coroutine(rotate())
+    if not from_env:
+        print(f"new master key written to {key_file}")
+    print(f"re-encrypted {count} provider key{'' if count == 1 else 's'} under the new master key")
+    return 0
+
+
+def add_keys_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``freellm keys <subcommand>``: provider keys stored encrypted in the data directory. Each
+    subcommand is one ``keys_sub.add_parser`` here and one ``@keys_command`` function above."""
+    keys = sub.add_parser("keys", help="manage the provider keys stored encrypted in the data directory")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True, metavar="<subcommand>")
+
+    rotate = keys_sub.add_parser(
+        "rotate-master",
+        help="re-encrypt the stored provider keys under a new master key (stop the gateway first)",
+        description="Re-encrypt the stored provider keys under a new master key and replace master.key "
+        "(or, when FREELLM_MASTER_KEY is set, print the new value to set). Stop every gateway process using "
+        "this data directory first: a running one would write the keys back under the old master key.",
+    )
+    rotate.add_argument("--config", help="YAML config file whose storage.path is the data directory")
+    rotate.add_argument(
+        "--new-key-env",
+        metavar="VAR",
+        help="take the new master key (64 hex characters or base64) from this environment variable "
+        "instead of generating one",
+    )
+    rotate.set_defaults(func=cmd_keys_rotate_master)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="freellm", description="Self-hosted LLM API gateway.")
     parser.add_argument("--version", action="version", version=f"freellm {__version__}")
@@ -186,6 +323,8 @@ def build_parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check-config", help="validate a config file and exit")
     check.add_argument("config")
     check.set_defaults(func=cmd_check_config)
+
+    add_keys_parser(sub)
     return parser
 
 

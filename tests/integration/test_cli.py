@@ -598,3 +598,114 @@ def test_workers_share_the_port_and_a_cooldown(spawn: Callable[..., Proc], tmp_p
     code, _ = gw.terminate(timeout=20)
     assert code == 0, gw.stderr()
     assert "Traceback" not in gw.stderr()
+
+
+# -- freellm keys rotate-master ------------------------------------------------------------------------------
+def run_keys_cli(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [PYTHON, "-m", "freellm.cli", "keys", *args],
+        env=clean_env(tmp_path, **env),
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
+def vault_keys(data: Path, master: bytes, add: tuple[tuple[str, str], ...] = ()) -> list[tuple[str, str]]:
+    """(provider, secret) of every key the data dir's store holds, after adding ``add`` — through the
+    real SQLite store and vault, as the gateway would."""
+    import asyncio
+
+    from freellm.secrets import KeyVault
+    from freellm.store.factory import create_store
+
+    async def run() -> list[tuple[str, str]]:
+        store = create_store(data)
+        await store.open()
+        try:
+            vault = KeyVault(store, master)
+            await vault.load()
+            for provider, secret in add:
+                await vault.add(provider, secret)
+            held = vault.keys()
+            return [(k.provider, k.secret) for k in held]
+        finally:
+            await store.close()
+
+    return asyncio.run(run())
+
+
+def test_keys_rotate_master_with_a_key_file(tmp_path: Path) -> None:
+    from freellm.secrets import MasterKeyError, load_master_key
+
+    config = write_config(tmp_path, provider="alpha")
+    data = tmp_path / "data"
+    old = load_master_key({}, data)
+    stored = (("alpha", "sk-rotate-one-0123456789"), ("beta", "sk-rotate-two-9876543210"))
+    assert vault_keys(data, old, stored) == list(stored)
+
+    done = run_keys_cli(tmp_path, "rotate-master", "--config", str(config))
+    assert done.returncode == 0, done.stderr
+    assert "re-encrypted 2 provider keys under the new master key" in done.stdout
+    assert f"new master key written to {data / 'master.key'}" in done.stdout
+    new = load_master_key({}, data)  # also checks the file is still mode 0600
+    assert new != old
+    assert new.hex() not in done.stdout + done.stderr
+    assert vault_keys(data, new) == list(stored)
+    with pytest.raises(MasterKeyError):
+        vault_keys(data, old)
+    db = b"".join(p.read_bytes() for p in data.glob("freellm.db*"))
+    assert b"sk-rotate" not in db
+
+    # --new-key-env: the operator's own key.
+    chosen = bytes(range(32))
+    done = run_keys_cli(tmp_path, "rotate-master", "--config", str(config), "--new-key-env", "NEXT", NEXT=chosen.hex())
+    assert done.returncode == 0, done.stderr
+    assert load_master_key({}, data) == chosen and vault_keys(data, chosen) == list(stored)
+
+
+def test_keys_rotate_master_with_the_env_key_prints_the_new_one_once(tmp_path: Path) -> None:
+    from freellm.secrets import MASTER_KEY_ENV
+
+    config = write_config(tmp_path, provider="alpha")
+    data = tmp_path / "data"
+    old = bytes(range(100, 132))
+    assert vault_keys(data, old, (("alpha", "sk-env-rotate-0123456789"),)) == [("alpha", "sk-env-rotate-0123456789")]
+
+    done = run_keys_cli(tmp_path, "rotate-master", "--config", str(config), **{MASTER_KEY_ENV: old.hex()})
+    assert done.returncode == 0, done.stderr
+    assert "warning" in done.stderr and MASTER_KEY_ENV in done.stderr
+    printed = [line for line in done.stdout.splitlines() if line.startswith(f"{MASTER_KEY_ENV}=")]
+    assert len(printed) == 1
+    new = bytes.fromhex(printed[0].split("=", 1)[1])
+    assert "re-encrypted 1 provider key under the new master key" in done.stdout
+    assert not (data / "master.key").exists()  # the env key is never copied to disk
+    assert vault_keys(data, new) == [("alpha", "sk-env-rotate-0123456789")]
+
+
+@pytest.mark.parametrize(
+    ("env", "extra", "expected"),
+    [
+        ({}, [], "no master key to rotate"),
+        ({"FREELLM_MASTER_KEY": "not-a-real-master-key"}, [], "FREELLM_MASTER_KEY is neither hex nor valid base64"),
+        (
+            {"FREELLM_MASTER_KEY": "ab" * 32, "NEXT": "cd" * 16},
+            ["--new-key-env", "NEXT"],
+            "NEXT looks like hex but is 32 characters",
+        ),
+        ({"FREELLM_MASTER_KEY": "ab" * 32}, ["--new-key-env", "NOPE"], "NOPE is not set"),
+    ],
+    ids=["no-master", "bad-env", "bad-new", "unset-new"],
+)
+def test_keys_rotate_master_errors_exit_2(
+    tmp_path: Path, env: dict[str, str], extra: list[str], expected: str
+) -> None:
+    config = write_config(tmp_path, provider="alpha")
+    done = run_keys_cli(tmp_path, "rotate-master", "--config", str(config), *extra, **env)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert done.stderr.startswith("freellm: ") and expected in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    for value in env.values():
+        assert value not in done.stderr + done.stdout
+    assert not (tmp_path / "data" / "master.key").exists()
