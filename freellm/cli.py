@@ -77,6 +77,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if settings.storage.path is None:
         settings.storage.path = default_data_dir()
     check_compression(settings, settings.storage.path, args.config)
+    check_master_key(settings.storage.path)
     keys, shown = resolve_client_keys(settings, settings.storage.path, os.environ)
     host, port = settings.server.host, settings.server.port
     routes = sum(len(p.models) for p in settings.providers if p.keys)
@@ -148,6 +149,17 @@ def check_compression(settings: Settings, data_dir: Path, source: str | None) ->
         Compressor(cfg, filters_dir=cfg.filters_dir or data_dir / "filters")
     except ConfigError as exc:
         raise ConfigError(f"config {source or '(built-in defaults)'}: {exc}") from None
+
+
+def check_master_key(data_dir: Path) -> None:
+    """Find (or create) the master key the key vault needs, so a malformed ``FREELLM_MASTER_KEY`` or
+    ``master.key`` is a start-up error saying why, not a traceback from inside the server."""
+    from freellm.secrets import MasterKeyError, load_master_key
+
+    try:
+        load_master_key(os.environ, data_dir)
+    except MasterKeyError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:

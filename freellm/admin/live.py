@@ -15,10 +15,10 @@ they started with.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -28,7 +28,7 @@ from freellm.store.base import StateStore, setting_object
 if TYPE_CHECKING:
     from freellm.server.state import Gateway
 
-__all__ = ["LIVE_FIELDS", "OVERLAY_SETTING", "KeyStore", "LiveConfig", "Overlay", "RuntimeKey", "apply_settings"]
+__all__ = ["LIVE_FIELDS", "OVERLAY_SETTING", "LiveConfig", "Overlay", "RuntimeKey", "apply_settings"]
 
 OVERLAY_SETTING = "admin_overlay"
 
@@ -56,25 +56,6 @@ class RuntimeKey:
 
     def __repr__(self) -> str:
         return f"RuntimeKey(id={self.id!r}, provider={self.provider!r}, enabled={self.enabled})"
-
-
-class StoredKeyLike(Protocol):
-    id: str
-    provider: str
-    secret: str
-    enabled: bool
-
-
-class KeyStore(Protocol):
-    """What the admin API needs of the encrypted key vault (:class:`freellm.secrets.KeyVault`)."""
-
-    async def add(self, provider: str, secret: str) -> StoredKeyLike: ...
-
-    async def remove(self, provider: str, key_id: str) -> bool: ...
-
-    async def set_enabled(self, provider: str, key_id: str, enabled: bool) -> bool: ...
-
-    def keys(self, provider: str | None = None) -> Sequence[StoredKeyLike]: ...
 
 
 @dataclass(slots=True)

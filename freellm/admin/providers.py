@@ -16,10 +16,11 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from freellm.admin.changes import admin_json, commit, json_reply, live_of, validated
-from freellm.admin.live import KeyStore, RuntimeKey
+from freellm.admin.live import RuntimeKey
 from freellm.config import ProviderConfig
 from freellm.errors import ClientError
 from freellm.routing.catalog import key_fingerprint
+from freellm.secrets import KeyVault, mask, validate_key_text
 from freellm.server.state import GATEWAY, Gateway
 
 __all__ = ["register"]
@@ -35,15 +36,6 @@ def register(app: web.Application) -> None:
     r.add_patch("/admin/providers/{name}/keys/{key_id}", patch_key)
     r.add_delete("/admin/providers/{name}/keys/{key_id}", delete_key)
     r.add_post("/admin/providers/{name}/keys/{key_id}/test", test_key)
-
-
-def mask(secret: str) -> str:
-    """At most the last four characters (fewer for a short key), never the key."""
-    if len(secret) >= 12:
-        return "…" + secret[-4:]
-    if len(secret) >= 6:
-        return "…" + secret[-2:]
-    return "…"
 
 
 # ---- listing --------------------------------------------------------------------------------------------
@@ -231,19 +223,13 @@ def _known_key(gw: Gateway, provider: str, key_id: str) -> RuntimeKey:
 
 
 def _valid_key(value: object) -> str:
-    if not isinstance(value, str):
-        raise ClientError(400, "Invalid request: key: Input should be a string", param="key")
-    key = value.strip()
-    if not key:
-        raise ClientError(400, "Invalid request: key: the key is empty", param="key")
-    if len(key) > 4096:
-        raise ClientError(400, "Invalid request: key: longer than 4096 characters", param="key")
-    if any(ch.isspace() or not ch.isprintable() for ch in key):
-        raise ClientError(400, "Invalid request: key: contains whitespace or control characters", param="key")
-    return key
+    try:
+        return validate_key_text(value)
+    except ValueError as exc:
+        raise ClientError(400, f"Invalid request: key: {exc}", param="key") from None
 
 
-def _vault(gw: Gateway) -> KeyStore:
+def _vault(gw: Gateway) -> KeyVault:
     if gw.vault is None:
         raise ClientError(503, "The key vault is not available.", type="service_unavailable")
     return gw.vault

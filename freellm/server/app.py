@@ -13,7 +13,7 @@ import aiohttp
 import platformdirs
 from aiohttp import web
 
-from freellm.admin.live import LiveConfig
+from freellm.admin.live import LiveConfig, RuntimeKey
 from freellm.cache.store import ResponseCache
 from freellm.compression import Compressor
 from freellm.config import ClientKeyConfig, Settings
@@ -23,6 +23,7 @@ from freellm.engine.turn import Engine
 from freellm.providers.registry import build_providers
 from freellm.routing.catalog import Catalog
 from freellm.routing.probes import Prober
+from freellm.secrets import KeyVault, load_master_key
 from freellm.routing.router import Router
 from freellm.routing.sessions import SessionMemory
 from freellm.server import routes
@@ -74,6 +75,8 @@ def create_app(
         await store.open()
         live = LiveConfig(base, store)
         await live.load()
+        vault = KeyVault(store, load_master_key(os.environ, data_dir))
+        live.runtime_keys = [RuntimeKey(k.id, k.provider, k.secret, k.enabled) for k in await vault.load()]
         settings = _effective(live)
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, enable_cleanup_closed=True)
         session = aiohttp.ClientSession(connector=connector, auto_decompress=True, trust_env=False)
@@ -103,6 +106,7 @@ def create_app(
             ip_limiter=IPRateLimiter(settings.server.ip_rate_limit_rpm),
             prober=prober,
             live=live,
+            vault=vault,
         )
         prober.start()
         try:

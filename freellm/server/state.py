@@ -20,7 +20,8 @@ from freellm.server.auth import Client, ClientKeys
 from freellm.store.base import StateStore
 
 if TYPE_CHECKING:
-    from freellm.admin.live import KeyStore, LiveConfig
+    from freellm.admin.live import LiveConfig
+    from freellm.secrets import KeyVault
     from freellm.routing.probes import Prober
     from freellm.server.middleware import IPRateLimiter
 
@@ -42,7 +43,7 @@ class Gateway:
     compressor: Compressor
     live: LiveConfig | None = None
     """The YAML base, the admin overlay and the run-time keys (the admin API changes these)."""
-    vault: KeyStore | None = None
+    vault: KeyVault | None = None
     """The encrypted key vault (:class:`freellm.secrets.KeyVault`), opened at start-up."""
     prober: Prober | None = None
     """The cooldown probe and key health pass (started with the app)."""

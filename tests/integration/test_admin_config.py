@@ -160,3 +160,78 @@ def test_changes_win_over_the_yaml_on_the_next_start(
         assert upstream(sim_control, a) == []
     finally:
         second.close()
+
+
+# ---- keys added at run time ----------------------------------------------------------------------------------
+
+
+def test_a_key_added_through_the_api_serves_and_is_never_written_in_the_clear(
+    make_gateway: MakeGateway, sim_control: SimControl, tmp_path: Path
+) -> None:
+    a = unique("alpha")
+    gw = admin_gateway(make_gateway, {a: [MODEL]}, keys={a: []})
+    secret = f"sk-live-{unique('secret')}-AbCd"
+    no_key = httpx.post(
+        f"{gw.v1}/chat/completions", json={"model": "auto", "messages": [{"role": "user", "content": "hi"}]},
+        headers={"Authorization": "Bearer sk-test-client"},
+    )
+    assert no_key.status_code == 503  # no key yet
+    resp = httpx.post(f"{gw.base_url}/admin/providers/{a}/keys", json={"key": secret}, headers=ADMIN)
+    assert resp.status_code == 201 and resp.json()["masked"] == "…AbCd"
+    key_id = resp.json()["id"]
+    assert ask(gw) == f"{a}/{MODEL}"
+    [sent] = upstream(sim_control, a)
+    assert sent["key"] == secret  # the upstream got the real key
+    listing = httpx.get(f"{gw.base_url}/admin/providers", headers=ADMIN)
+    [key] = next(p for p in listing.json()["data"] if p["name"] == a)["keys"]
+    assert key == {"id": key_id, "masked": "…AbCd", "enabled": True, "status": "unknown", "source": "runtime"}
+    assert secret not in listing.text
+    # the same key again is a conflict; junk keys are 400s
+    assert httpx.post(f"{gw.base_url}/admin/providers/{a}/keys", json={"key": secret}, headers=ADMIN).status_code == 409
+    for junk in ({"key": ""}, {"key": "   "}, {"key": 42}, {"key": "sk-\x00bad"}, {"key": "two words"}, {}):
+        assert httpx.post(f"{gw.base_url}/admin/providers/{a}/keys", json=junk, headers=ADMIN).status_code == 400
+    # disabled: no longer served; enabled again: served
+    off = httpx.patch(f"{gw.base_url}/admin/providers/{a}/keys/{key_id}", json={"enabled": False}, headers=ADMIN)
+    assert off.status_code == 200 and off.json()["status"] == "disabled"
+    blocked = httpx.post(
+        f"{gw.v1}/chat/completions", json={"model": "auto", "messages": [{"role": "user", "content": "hi"}]},
+        headers={"Authorization": "Bearer sk-test-client"},
+    )
+    assert blocked.status_code == 503
+    httpx.patch(f"{gw.base_url}/admin/providers/{a}/keys/{key_id}", json={"enabled": True}, headers=ADMIN)
+    assert ask(gw) == f"{a}/{MODEL}"
+    # nothing on disk, in the request log or in the store's settings holds the secret in the clear
+    gw.run(gw.state.store.flush())
+    rows = gw.run(gw.state.store.recent_requests(50))
+    assert all(secret not in repr(r) for r in rows)
+    data_dir = gw.state.data_dir
+    for path in data_dir.rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), path
+    # removed: gone from the listing, the provider has no key again
+    gone = httpx.delete(f"{gw.base_url}/admin/providers/{a}/keys/{key_id}", headers=ADMIN)
+    assert gone.status_code == 200
+    assert next(p for p in httpx.get(f"{gw.base_url}/admin/providers", headers=ADMIN).json()["data"] if p["name"] == a)["keys"] == []
+
+
+def test_a_configured_key_can_be_disabled_but_not_deleted(make_gateway: MakeGateway) -> None:
+    a, b = unique("alpha"), unique("beta")
+    gw = admin_gateway(make_gateway, {a: [MODEL], b: [MODEL]})
+    [key] = next(p for p in httpx.get(f"{gw.base_url}/admin/providers", headers=ADMIN).json()["data"] if p["name"] == a)["keys"]
+    assert httpx.delete(f"{gw.base_url}/admin/providers/{a}/keys/{key['id']}", headers=ADMIN).status_code == 409
+    assert httpx.patch(f"{gw.base_url}/admin/providers/{a}/keys/{key['id']}", json={"enabled": False}, headers=ADMIN).status_code == 200
+    assert ask(gw) == f"{b}/{MODEL}"
+    assert httpx.patch(f"{gw.base_url}/admin/providers/{a}/keys/{key['id']}", json={"enabled": "no"}, headers=ADMIN).status_code == 400
+    assert httpx.patch(f"{gw.base_url}/admin/providers/{a}/keys/nope", json={"enabled": True}, headers=ADMIN).status_code == 404
+
+
+def test_testing_a_key_makes_one_cheap_call(make_gateway: MakeGateway, sim_control: SimControl) -> None:
+    a = unique("alpha")
+    gw = admin_gateway(make_gateway, {a: [MODEL]})
+    [key] = next(p for p in httpx.get(f"{gw.base_url}/admin/providers", headers=ADMIN).json()["data"] if p["name"] == a)["keys"]
+    ok = httpx.post(f"{gw.base_url}/admin/providers/{a}/keys/{key['id']}/test", headers=ADMIN).json()
+    assert ok["ok"] is True and ok["upstream_status"] == 200 and ok["status"] == "healthy"
+    sim_control.script(a, {"status": 401}, endpoint="models")
+    bad = httpx.post(f"{gw.base_url}/admin/providers/{a}/keys/{key['id']}/test", headers=ADMIN).json()
+    assert bad["ok"] is False and bad["upstream_status"] == 401 and bad["status"] == "invalid"
+    assert len(sim_control.requests(a, endpoint="models")) == 2 and upstream(sim_control, a) == []
