@@ -140,6 +140,9 @@ class AuthConfig(_Model):
     admin_keys: list[str] = Field(default_factory=list)
     """Keys for the ``/admin/`` routes (never the same as a client key). With none, every ``/admin/``
     route answers 404."""
+    metrics_key: str | None = None
+    """The only key ``GET /metrics`` accepts (``Authorization: Bearer``), never a client or admin key.
+    None (or blank): ``/metrics`` is open."""
 
     @field_validator("api_keys")
     @classmethod
@@ -151,6 +154,11 @@ class AuthConfig(_Model):
     def _drop_empty(cls, v: list[str]) -> list[str]:
         return [k for k in v if k.strip()]
 
+    @field_validator("metrics_key")
+    @classmethod
+    def _blank_metrics_key_is_none(cls, v: str | None) -> str | None:
+        return v if v is not None and v.strip() else None
+
     @property
     def client_keys(self) -> list[ClientKeyConfig]:
         """Every client key as ``{key, profile}`` (a plain string is bound to no profile)."""
@@ -160,6 +168,8 @@ class AuthConfig(_Model):
     def _admin_keys_are_not_client_keys(self) -> AuthConfig:
         if {k.key for k in self.client_keys} & set(self.admin_keys):
             raise ValueError("a key cannot be both a client key (api_keys) and an admin key (admin_keys)")
+        if self.metrics_key is not None and self.metrics_key in {k.key for k in self.client_keys} | set(self.admin_keys):
+            raise ValueError("the metrics key (metrics_key) cannot also be a client key or an admin key")
         return self
 
 

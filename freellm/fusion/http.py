@@ -88,6 +88,9 @@ async def respond_fusion(
     if task is not None:
         gw.turns.add(task)
     reply = _Reply(gw, request, renderer, fusion_id, created)
+    metrics = gw.metrics
+    if metrics is not None:
+        metrics.inflight_inc()
     try:
         options = fusion_options(raw_options, gw.settings.fusion, param=options_param)
         try:
@@ -136,7 +139,13 @@ async def respond_fusion(
             gw.turns.discard(task)
         summary = summary or reply.summary
         route = _routed_via(summary) if summary else "fusion"
-        await log_turn(gw, ctx, req, status, final, error, route=route, extra={"fusion": summary} if summary else None)
+        try:
+            await log_turn(
+                gw, ctx, req, status, final, error, route=route, extra={"fusion": summary} if summary else None
+            )
+        finally:
+            if metrics is not None:
+                metrics.inflight_dec()
 
 
 # ---- non-stream ---------------------------------------------------------------------------------------

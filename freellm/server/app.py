@@ -23,9 +23,9 @@ from freellm.engine.turn import Engine
 from freellm.providers.registry import build_providers
 from freellm.routing.catalog import Catalog
 from freellm.routing.probes import Prober
-from freellm.secrets import KeyVault, load_master_key
 from freellm.routing.router import Router
 from freellm.routing.sessions import SessionMemory
+from freellm.secrets import KeyVault, load_master_key
 from freellm.server import routes
 from freellm.server.auth import ClientKeys
 from freellm.server.middleware import IPRateLimiter, edge_middleware
@@ -71,6 +71,10 @@ def create_app(
         data_dir = settings.storage.path or default_data_dir()
         data_dir.mkdir(parents=True, exist_ok=True)
         worker = None if worker_index is None else (worker_index, f"{worker_index}-{os.getpid()}")
+        # Imported here, after a worker's fork: prometheus_client chooses its multi-process values on import.
+        from freellm.metrics import create_metrics
+
+        metrics = create_metrics(worker=worker_index is not None)
         store = create_store(data_dir, retention_days=settings.storage.request_log_retention_days, worker=worker)
         await store.open()
         live = LiveConfig(base, store)
@@ -107,6 +111,7 @@ def create_app(
             prober=prober,
             live=live,
             vault=vault,
+            metrics=metrics,
         )
         prober.start()
         try:

@@ -22,7 +22,8 @@ log = logging.getLogger("freellm.server")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-_PUBLIC_PATHS = frozenset({"/health", "/"})
+_PUBLIC_PATHS = frozenset({"/health", "/", "/metrics"})
+"""No client key needed (``/metrics`` checks ``auth.metrics_key`` itself when one is set)."""
 
 
 class IPRateLimiter:

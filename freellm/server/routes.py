@@ -10,10 +10,13 @@ from aiohttp import web
 
 from freellm import admin
 from freellm.core.request import parse_chat_request
+from freellm.errors import ClientError
 from freellm.fusion.http import fusion_requested, new_fusion_id, respond_fusion
 from freellm.fusion.options import FUSION_MODEL
+from freellm.routing.router import RETIRED
+from freellm.server.auth import key_matches
 from freellm.server.body import read_json
-from freellm.server.state import BASE_HEADERS, CLIENT, GATEWAY
+from freellm.server.state import BASE_HEADERS, CLIENT, GATEWAY, Gateway
 from freellm.server.turn_http import respond_turn
 from freellm.surfaces import anthropic_messages, gemini, openai_completions, openai_responses
 from freellm.surfaces.openai_chat import ChatRenderer, FusionChatRenderer, chat_completion_body
@@ -25,6 +28,7 @@ log = logging.getLogger("freellm.server")
 
 def add_routes(app: web.Application) -> None:
     app.router.add_get("/health", health)
+    app.router.add_get("/metrics", metrics)
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_get("/v1/models", list_models)
     for surface in (anthropic_messages, openai_responses, openai_completions, gemini):
@@ -34,6 +38,36 @@ def add_routes(app: web.Application) -> None:
 
 async def health(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
+
+
+async def metrics(request: web.Request) -> web.Response:
+    """The Prometheus exposition (docs/metrics.md). Open without ``auth.metrics_key``; with it, only
+    ``Authorization: Bearer <metrics_key>`` (the edge lets ``/metrics`` through without a client key)."""
+    gw = request.app[GATEWAY]
+    _check_metrics_key(request, gw)
+    exposition = gw.metrics
+    if exposition is None:  # pragma: no cover - set at start-up, before the first request
+        raise ClientError(503, "Metrics are not ready.", type="service_unavailable", code="not_ready")
+    active = await gw.store.active_cooldowns(time.time())
+    cooling = sum(1 for record in active.values() if record.source != RETIRED)  # a retirement is no cooldown
+    return web.Response(body=exposition.render(cooling), headers={"Content-Type": exposition.content_type})
+
+
+def _check_metrics_key(request: web.Request, gw: Gateway) -> None:
+    expected = gw.settings.auth.metrics_key
+    if expected is None:
+        return
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    token = token.strip()
+    ok = scheme.lower() == "bearer" and key_matches(token, [expected.encode()])
+    if not ok or gw.client_keys.match(token) is not None:  # a client key is never a metrics key
+        raise ClientError(
+            401,
+            "Invalid metrics key",
+            type="authentication_error",
+            code="invalid_metrics_key",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:

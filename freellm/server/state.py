@@ -21,8 +21,9 @@ from freellm.store.base import StateStore
 
 if TYPE_CHECKING:
     from freellm.admin.live import LiveConfig
-    from freellm.secrets import KeyVault
+    from freellm.metrics import Metrics
     from freellm.routing.probes import Prober
+    from freellm.secrets import KeyVault
     from freellm.server.middleware import IPRateLimiter
 
 __all__ = ["BASE_HEADERS", "CLIENT", "GATEWAY", "REQUEST_ID", "Gateway"]
@@ -47,6 +48,8 @@ class Gateway:
     """The encrypted key vault (:class:`freellm.secrets.KeyVault`), opened at start-up."""
     prober: Prober | None = None
     """The cooldown probe and key health pass (started with the app)."""
+    metrics: Metrics | None = None
+    """The Prometheus metrics behind ``GET /metrics`` (created with the app)."""
     admin_keys: list[bytes] = field(default_factory=list)
     """``auth.admin_keys``: the only keys the ``/admin/`` routes accept (none: every one is a 404)."""
     shutting_down: bool = False

@@ -4,7 +4,8 @@ A surface parses its wire into a :class:`ChatRequest`, then calls :func:`respond
 renderer (its frames) and a completion renderer (its non-stream body). This function runs the
 pre-routing pipeline (a cache hit is replayed here and ends the turn), picks the sink, runs the engine,
 sets the routing and pipeline headers, stores a complete answer in the cache, writes the request-log
-row, and on shutdown ends a committed stream with an in-band error instead of a silent cut.
+row (and counts the turn in the metrics), and on shutdown ends a committed stream with an in-band error
+instead of a silent cut.
 """
 
 from __future__ import annotations
@@ -101,6 +102,9 @@ async def respond_turn(
     task = asyncio.current_task()
     if task is not None:
         gw.turns.add(task)
+    metrics = gw.metrics
+    if metrics is not None:
+        metrics.inflight_inc()
     try:
         try:
             prepared = await gw.engine.prepare(ctx, req)
@@ -171,7 +175,11 @@ async def respond_turn(
     finally:
         if task is not None:
             gw.turns.discard(task)
-        await log_turn(gw, ctx, req, status, outcome, error)
+        try:
+            await log_turn(gw, ctx, req, status, outcome, error)
+        finally:
+            if metrics is not None:  # after the row: a scrape at 0 in flight has counted every turn
+                metrics.inflight_dec()
 
 
 _JSON = "application/json"
@@ -279,6 +287,11 @@ async def log_turn(
     )
     if trail:  # the routes that failed on the way: what the routing statistics are seeded from
         row.extra["failed"] = [f"{e.provider}/{e.model}" for e in trail]
+    if gw.metrics is not None:
+        try:
+            gw.metrics.observe_turn(row, trail, ctx.cache_status)
+        except Exception:  # nor must the metrics
+            log.exception("could not count the metrics of %s", ctx.request_id)
     try:
         await gw.store.log_request(row)
     except Exception:  # the log must never break a reply
