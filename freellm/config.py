@@ -28,6 +28,7 @@ __all__ = [
     "HealthConfig",
     "ImagesConfig",
     "LimitsConfig",
+    "LoggingConfig",
     "ModelConfig",
     "ModelLimits",
     "ModelTier",
@@ -240,6 +241,16 @@ class LimitsConfig(_Model):
     """Output cap given to a budgeted request that asked for none: min(remaining budget, this)."""
 
 
+class LoggingConfig(_Model):
+    """What the request log keeps (docs/analytics.md)."""
+
+    bodies: bool = False
+    """Also keep each request's last user text and the answer's text (``GET /admin/requests`` shows
+    them). Off: nothing of a message body is ever stored."""
+    body_max_bytes: int = Field(default=4096, ge=1)
+    """Each kept text is cut to this many bytes of UTF-8 (on a character boundary)."""
+
+
 class StorageConfig(_Model):
     path: Path | None = None
     """Data directory; SQLite lives here. Defaults to the user's data directory."""
@@ -435,6 +446,7 @@ class Settings(_Model):
     sessions: SessionsConfig = Field(default_factory=SessionsConfig)
     images: ImagesConfig = Field(default_factory=ImagesConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
     fusion: FusionConfig = Field(default_factory=FusionConfig)
     health: HealthConfig = Field(default_factory=HealthConfig)
 

@@ -8,7 +8,17 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from freellm.admin import cache, chain, compression, openapi, providers, routing, settings_api
+from freellm.admin import (
+    analytics,
+    cache,
+    chain,
+    compression,
+    openapi,
+    providers,
+    requests,
+    routing,
+    settings_api,
+)
 
 __all__ = ["register"]
 
@@ -17,6 +27,8 @@ def register(app: web.Application) -> None:
     cache.register(app)
     compression.register(app)
     routing.register(app)
+    requests.register(app)
+    analytics.register(app)
     providers.register(app)
     chain.register(app)
     settings_api.register(app)

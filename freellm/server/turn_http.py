@@ -22,6 +22,7 @@ from aiohttp import web
 
 from freellm.cache.recorder import StreamRecorder
 from freellm.cache.store import CachedReply
+from freellm.core.messages import UserMessage
 from freellm.core.request import ChatRequest
 from freellm.engine.context import CollectSink, RequestContext, TurnOutcome
 from freellm.engine.pipeline import Draft, Replay
@@ -99,6 +100,7 @@ async def respond_turn(
     outcome: TurnOutcome | None = None
     status = 200
     error: BaseException | None = None
+    replayed: dict[str, object] | None = None
     task = asyncio.current_task()
     if task is not None:
         gw.turns.add(task)
@@ -113,6 +115,7 @@ async def respond_turn(
             edge_headers.update(ctx.pipeline_headers())
         base_headers = {**edge_headers, **(headers or {})}
         if isinstance(prepared, Replay):
+            replayed = {"tokens_saved": prepared.reply.tokens}  # what the hit saved, for the analytics
             return await _replay(request, prepared.reply, base_headers)
         req = prepared.req
         if req.stream:
@@ -176,7 +179,7 @@ async def respond_turn(
         if task is not None:
             gw.turns.discard(task)
         try:
-            await log_turn(gw, ctx, req, status, outcome, error)
+            await log_turn(gw, ctx, req, status, outcome, error, extra=replayed)
         finally:
             if metrics is not None:  # after the row: a scrape at 0 in flight has counted every turn
                 metrics.inflight_dec()
@@ -287,6 +290,12 @@ async def log_turn(
     )
     if trail:  # the routes that failed on the way: what the routing statistics are seeded from
         row.extra["failed"] = [f"{e.provider}/{e.model}" for e in trail]
+    kept = gw.settings.logging
+    if kept.bodies:  # off by default: then nothing of a body is ever stored
+        row.extra["bodies"] = {
+            "request": _capped(_last_user_text(req), kept.body_max_bytes),
+            "response": _capped(outcome.result.text, kept.body_max_bytes) if outcome is not None else None,
+        }
     if gw.metrics is not None:
         try:
             gw.metrics.observe_turn(row, trail, ctx.cache_status)
@@ -296,3 +305,21 @@ async def log_turn(
         await gw.store.log_request(row)
     except Exception:  # the log must never break a reply
         log.exception("could not write the request log row for %s", ctx.request_id)
+
+
+def _last_user_text(req: ChatRequest) -> str:
+    """The text of the request's last user message (its text parts joined by newlines), or ""."""
+    for message in reversed(req.messages):
+        if isinstance(message, UserMessage):
+            content = message.content
+            if isinstance(content, str):
+                return content
+            return "\n".join(p["text"] for p in content if isinstance(p.get("text"), str))
+    return ""
+
+
+def _capped(text: str, max_bytes: int) -> str:
+    """``text`` cut to ``max_bytes`` bytes of UTF-8, on a character boundary."""
+    if len(text) * 4 <= max_bytes:  # no character takes more than 4 bytes
+        return text
+    return text.encode("utf-8", "replace")[:max_bytes].decode("utf-8", "ignore")

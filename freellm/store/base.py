@@ -16,12 +16,19 @@ from typing import Any, Protocol, runtime_checkable
 import orjson
 
 __all__ = [
+    "FUSION_ROUTE",
+    "Analytics",
     "CooldownRecord",
     "RequestLogRow",
+    "RouteStats",
     "StateStore",
+    "StatusFilter",
     "UsageSnapshot",
+    "is_fusion_turn",
     "key_scope",
     "model_scope",
+    "nearest_rank",
+    "route_order",
     "setting_object",
 ]
 
@@ -95,6 +102,88 @@ class RequestLogRow:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+FUSION_ROUTE = "fusion"
+"""The route of a fusion turn's top-level row: ``fusion``, or ``fusion(a+b -> judge)`` once it ran."""
+
+
+def is_fusion_turn(route: str | None) -> bool:
+    """A fusion turn's top-level row (its panel and judge calls have rows of their own, with their
+    ``provider/model`` route and ``extra["fusion_role"]``)."""
+    return route is not None and (route == FUSION_ROUTE or route.startswith(FUSION_ROUTE + "("))
+
+
+def nearest_rank(sorted_values: list[int], percent: int) -> int | None:
+    """The nearest-rank percentile: the smallest value with at least ``percent`` % of the values at or
+    below it (the value at 1-based rank ⌈percent·n/100⌉); None for no values."""
+    n = len(sorted_values)
+    if n == 0:
+        return None
+    return sorted_values[(percent * n + 99) // 100 - 1]
+
+
+@dataclass(frozen=True, slots=True)
+class StatusFilter:
+    """The HTTP statuses a request-log query keeps: inclusive ranges (``429`` is ``(429, 429)``,
+    ``5xx`` is ``(500, 599)``); a row matches when its status is in any of them."""
+
+    ranges: tuple[tuple[int, int], ...]
+
+    def matches(self, status: int) -> bool:
+        return any(lo <= status <= hi for lo, hi in self.ranges)
+
+
+@dataclass(frozen=True, slots=True)
+class RouteStats:
+    """One route's share of the request log in an analytics window (docs/analytics.md)."""
+
+    route: str
+    requests: int
+    """Rows whose route is this label: the client requests (and fusion panel/judge calls) it answered."""
+    successes: int
+    """Of those, the rows whose outcome is ``success``."""
+    fallbacks: int
+    """Of those, the rows with ``attempts > 1``: at least one failed attempt came first (``log_turn``
+    writes ``attempts = len(failed) + 1`` for an answered request)."""
+    failures: int
+    """Failed attempts on this route, from every row's ``extra["failed"]`` (fusion top-level rows aside)."""
+    p50_ms: int | None
+    p95_ms: int | None
+    """Nearest-rank percentiles of the answered requests' ``latency_ms`` (None: no answered request)."""
+    ttft_p50_ms: int | None
+    """Nearest-rank median ``ttfb_ms`` of the answered streamed requests (None: no stream)."""
+    tokens_in: int
+    tokens_out: int
+
+    @property
+    def success_rate(self) -> float:
+        """successes / (requests + failures): of every attempt that ended on this route, the share that
+        answered successfully. A route is listed only when the denominator is positive."""
+        total = self.requests + self.failures
+        return self.successes / total if total else 0.0
+
+    @property
+    def fallback_rate(self) -> float | None:
+        """fallbacks / requests (None when the route answered nothing)."""
+        return self.fallbacks / self.requests if self.requests else None
+
+
+@dataclass(frozen=True, slots=True)
+class Analytics:
+    """The request log between ``since`` and ``now`` (both inclusive, epoch seconds), per route."""
+
+    since: float
+    now: float
+    routes: tuple[RouteStats, ...]
+    """Most requests first (then most failures, then by label)."""
+    cache_tokens_saved: int
+    """Σ ``extra["tokens_saved"]`` over the window's cache hits (route ``cache``)."""
+
+
+def route_order(stats: RouteStats) -> tuple[int, int, str]:
+    """The order of :attr:`Analytics.routes`: most requests, then most failures, then the label."""
+    return (-stats.requests, -stats.failures, stats.route)
+
+
 @runtime_checkable
 class StateStore(Protocol):
     """Every operation the engine needs; each backend implements all of them."""
@@ -150,6 +239,15 @@ class StateStore(Protocol):
 
     async def recent_requests(self, limit: int = 100) -> list[RequestLogRow]:
         """Newest first."""
+
+    async def query_requests(
+        self, *, limit: int, status: StatusFilter | None, route: str | None, since: float | None
+    ) -> list[RequestLogRow]:
+        """The newest ``limit`` rows (by ``ts``, then by when they were written) with a status in
+        ``status``, exactly this ``route`` and ``ts >= since`` (None: no such filter)."""
+
+    async def request_analytics(self, since: float, now: float) -> Analytics:
+        """Per-route statistics over the rows with ``since <= ts <= now`` (docs/analytics.md)."""
 
     # -- small key/value settings (generated client key, etc.) ---------------------------------------
     async def get_setting(self, name: str) -> str | None: ...

@@ -28,12 +28,22 @@ from __future__ import annotations
 import itertools
 import secrets
 from collections import OrderedDict, deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, Final
 
-from freellm.store.base import CooldownRecord, RequestLogRow, UsageSnapshot
+from freellm.store.base import (
+    Analytics,
+    CooldownRecord,
+    RequestLogRow,
+    RouteStats,
+    StatusFilter,
+    UsageSnapshot,
+    is_fusion_turn,
+    nearest_rank,
+    route_order,
+)
 
-__all__ = ["DAY_S", "MINUTE_S", "MemoryStore"]
+__all__ = ["DAY_S", "MINUTE_S", "MemoryStore", "analytics_of"]
 
 MINUTE_S: Final = 60.0
 DAY_S: Final = 86_400.0
@@ -344,6 +354,28 @@ class MemoryStore:
             return []
         return list(itertools.islice(reversed(self._requests), limit))
 
+    async def query_requests(
+        self, *, limit: int, status: StatusFilter | None, route: str | None, since: float | None
+    ) -> list[RequestLogRow]:
+        """Over the in-memory ring (the newest ``request_log_size`` rows)."""
+        if limit <= 0:
+            return []
+        rows = [
+            r
+            for r in reversed(self._requests)
+            if (since is None or r.ts >= since)
+            and (route is None or r.route == route)
+            and (status is None or status.matches(r.status))
+        ]
+        # Stable: rows with the same ``ts`` stay newest-written first, as SQLite's (ts, rowid) order.
+        rows.sort(key=_row_ts, reverse=True)
+        del rows[limit:]
+        return rows
+
+    async def request_analytics(self, since: float, now: float) -> Analytics:
+        """Over the in-memory ring (the newest ``request_log_size`` rows)."""
+        return analytics_of(self._requests, since, now)
+
     # -- settings -------------------------------------------------------------------------------------
     async def get_setting(self, name: str) -> str | None:
         return self._settings.get(name)
@@ -413,3 +445,71 @@ class MemoryStore:
 
 
 _EMPTY_USAGE: Final = UsageSnapshot()
+
+
+def _row_ts(row: RequestLogRow) -> float:
+    return row.ts
+
+
+class _RouteAcc:
+    __slots__ = ("fallbacks", "latencies", "requests", "successes", "tokens_in", "tokens_out", "ttfbs")
+
+    def __init__(self) -> None:
+        self.requests = self.successes = self.fallbacks = self.tokens_in = self.tokens_out = 0
+        self.latencies: list[int] = []
+        self.ttfbs: list[int] = []
+
+
+def analytics_of(rows: Iterable[RequestLogRow], since: float, now: float) -> Analytics:
+    """:meth:`StateStore.request_analytics` in Python, over any rows (the definition SQLite's queries
+    implement; docs/analytics.md)."""
+    routes: dict[str, _RouteAcc] = {}
+    failures: dict[str, int] = {}
+    saved = 0
+    for row in rows:
+        if not since <= row.ts <= now or is_fusion_turn(row.route):
+            continue
+        failed = row.extra.get("failed")
+        if isinstance(failed, list):
+            for label in failed:
+                if isinstance(label, str):
+                    failures[label] = failures.get(label, 0) + 1
+        route = row.route
+        if route is None:
+            continue
+        acc = routes.get(route)
+        if acc is None:
+            acc = routes[route] = _RouteAcc()
+        acc.requests += 1
+        acc.successes += row.outcome == "success"
+        acc.fallbacks += row.attempts > 1
+        acc.tokens_in += row.tokens_in
+        acc.tokens_out += row.tokens_out
+        acc.latencies.append(row.latency_ms)
+        if row.stream and row.ttfb_ms is not None:
+            acc.ttfbs.append(row.ttfb_ms)
+        if route == "cache":
+            tokens = row.extra.get("tokens_saved")
+            if isinstance(tokens, int) and not isinstance(tokens, bool):
+                saved += tokens
+    stats: list[RouteStats] = []
+    for label in routes.keys() | failures.keys():
+        acc = routes.get(label) or _RouteAcc()
+        acc.latencies.sort()
+        acc.ttfbs.sort()
+        stats.append(
+            RouteStats(
+                route=label,
+                requests=acc.requests,
+                successes=acc.successes,
+                fallbacks=acc.fallbacks,
+                failures=failures.get(label, 0),
+                p50_ms=nearest_rank(acc.latencies, 50),
+                p95_ms=nearest_rank(acc.latencies, 95),
+                ttft_p50_ms=nearest_rank(acc.ttfbs, 50),
+                tokens_in=acc.tokens_in,
+                tokens_out=acc.tokens_out,
+            )
+        )
+    stats.sort(key=route_order)
+    return Analytics(since=since, now=now, routes=tuple(stats), cache_tokens_saved=saved)

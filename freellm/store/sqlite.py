@@ -31,7 +31,8 @@ Design
   ``requests`` (one column per :class:`RequestLogRow` field, ``extra`` as JSON), and since schema
   version 2 ``responses`` (stored Responses API documents as JSON, with their expiry), since version 3
   ``cache_entries`` (the response cache's non-stream bodies; the cache service holds them in memory, so
-  this store only writes them behind and reads them back at start-up). WAL journal,
+  this store only writes them behind and reads them back at start-up), since version 4 the indexes of
+  the admin API's request-log queries (:mod:`freellm.store.sqlite_layout`). WAL journal,
   ``synchronous=NORMAL``: a killed process loses what it had not flushed yet (≤ ``flush_interval_s`` of
   writes; a clean shutdown loses nothing), a power cut may also lose the last commit — acceptable for
   this state.
@@ -44,6 +45,9 @@ Design
   always see it. Puts and deletes are written through (``put_response`` returns once the row is
   committed), so worker processes sharing the file see each other's responses at once; a response
   another worker *deleted* may still be served from this worker's memory until it leaves it.
+* **Request-log queries** (``query_requests``, ``request_analytics``) flush, then run on a second,
+  read-only connection with its own thread: WAL lets it read while the database thread writes, so a
+  30-day analytics query (~1 s on a million rows) never delays a flush or a written-through response.
 * **Schema versions.** ``meta.schema_version`` names the layout. ``SCHEMA`` is version 1; each later
   version is a migration in ``MIGRATIONS``, applied in order (in the opening transaction) to a database
   that is older. A database newer than this code is refused.
@@ -53,23 +57,39 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import sqlite3
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import orjson
 
-from freellm.store.base import CooldownRecord, RequestLogRow
+from freellm.store.base import (
+    FUSION_ROUTE,
+    Analytics,
+    CooldownRecord,
+    RequestLogRow,
+    RouteStats,
+    StatusFilter,
+    route_order,
+)
 from freellm.store.memory import DAY_S, MemoryStore
 from freellm.store.sqlite_layout import (
+    ANALYTICS_CACHE_SAVED,
+    ANALYTICS_FAILURES,
     INSERT_REQUEST,
     MIGRATIONS,
     REQUEST_COLUMNS,
     RESPONSE_READ_TRIES,
+    ROUTE_AFTER,
+    ROUTE_FIRST,
+    ROUTE_LATENCY,
+    ROUTE_TOTALS,
+    ROUTE_TTFT,
     SCHEMA,
     SCHEMA_VERSION,
     UPSERT_CACHED,
@@ -81,6 +101,7 @@ from freellm.store.sqlite_layout import (
     Loaded,
     request_row,
     request_tuple,
+    requests_query,
 )
 
 __all__ = ["SCHEMA_VERSION", "SQLiteStore"]
@@ -134,6 +155,10 @@ class SQLiteStore(MemoryStore):
         """``stored_at`` of the newest cache entry written (see :meth:`put_cached`)."""
         self._response_writes = 0
         """Bumped by every put/delete of a stored response (a disk read racing one is retried)."""
+        self._reader: ThreadPoolExecutor | None = None
+        """The request-log queries' own thread and read-only connection (opened on first use), so a long
+        analytics query never holds up the write-behind thread."""
+        self._reader_con: sqlite3.Connection | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------------
     async def open(self) -> None:
@@ -164,6 +189,11 @@ class SQLiteStore(MemoryStore):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.get_running_loop().run_in_executor(reader, self._close_reader_sync)
+            reader.shutdown(wait=False)
         if self._executor is None:
             return
         try:
@@ -330,6 +360,102 @@ class SQLiteStore(MemoryStore):
         await self.flush()
         rows = await self._run(self._recent_sync, limit)
         return [request_row(t) for t in rows]
+
+    async def query_requests(
+        self, *, limit: int, status: StatusFilter | None, route: str | None, since: float | None
+    ) -> list[RequestLogRow]:
+        """From the database (every row of the retention period), after flushing what is pending."""
+        if limit <= 0:
+            return []
+        if self._executor is None:
+            return await super().query_requests(limit=limit, status=status, route=route, since=since)
+        sql, params = requests_query(limit=limit, status=status, route=route, since=since)
+        rows = await self._read(self._select_sync, sql, params)
+        return [request_row(t) for t in rows]
+
+    async def request_analytics(self, since: float, now: float) -> Analytics:
+        """SQL over the database (every row of the retention period), after flushing what is pending.
+        A worker of ``serve --workers N`` sees every worker's rows as of their last flush."""
+        if self._executor is None:
+            return await super().request_analytics(since, now)
+        return await self._read(self._analytics_sync, since, now)
+
+    async def _read(self, fn: Callable[..., _T], *args: Any) -> _T:
+        """Flush, then run ``fn`` on the reader thread (which sees every committed write: WAL)."""
+        await self.flush()
+        if self._closed:
+            raise RuntimeError("SQLiteStore is closed")
+        if self._reader is None:
+            self._reader = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"freellm-sqlite-read-{id(self):x}")
+        return await asyncio.get_running_loop().run_in_executor(self._reader, fn, *args)
+
+    # -- on the reader thread -------------------------------------------------------------------------
+    def _reader_connection(self) -> sqlite3.Connection:
+        con = self._reader_con
+        if con is None:
+            con = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            con.execute("PRAGMA query_only = ON")
+            con.execute("PRAGMA busy_timeout = 5000")
+            self._reader_con = con
+        return con
+
+    def _close_reader_sync(self) -> None:
+        con, self._reader_con = self._reader_con, None
+        if con is not None:
+            con.close()
+
+    def _select_sync(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]]:
+        return self._reader_connection().execute(sql, params).fetchall()
+
+    def _analytics_sync(self, since: float, now: float) -> Analytics:
+        con = self._reader_connection()
+        window = {"since": since, "now": now}
+        stats: list[RouteStats] = []
+        con.execute("BEGIN")  # one snapshot for every statement (other workers may be writing)
+        try:
+            for route in _routes(con):
+                params = {"route": route, **window}
+                requests, successes, fallbacks, tokens_in, tokens_out = con.execute(ROUTE_TOTALS, params).fetchone()
+                if not requests:
+                    continue
+                p50, p95 = con.execute(ROUTE_LATENCY, params).fetchone()
+                ttft_p50, _ = con.execute(ROUTE_TTFT, params).fetchone()
+                stats.append(
+                    RouteStats(
+                        route=route,
+                        requests=requests,
+                        successes=successes,
+                        fallbacks=fallbacks,
+                        failures=0,
+                        p50_ms=p50,
+                        p95_ms=p95,
+                        ttft_p50_ms=ttft_p50,
+                        tokens_in=tokens_in,
+                        tokens_out=tokens_out,
+                    )
+                )
+            failures: dict[str, int] = dict(con.execute(ANALYTICS_FAILURES, window).fetchall())
+            saved = con.execute(ANALYTICS_CACHE_SAVED, window).fetchone()[0]
+        finally:
+            con.execute("COMMIT")
+        stats = [dataclasses.replace(s, failures=failures.pop(s.route, 0)) for s in stats]
+        stats += [
+            RouteStats(
+                route=route,
+                requests=0,
+                successes=0,
+                fallbacks=0,
+                failures=n,
+                p50_ms=None,
+                p95_ms=None,
+                ttft_p50_ms=None,
+                tokens_in=0,
+                tokens_out=0,
+            )
+            for route, n in failures.items()
+        ]
+        stats.sort(key=route_order)
+        return Analytics(since=since, now=now, routes=tuple(stats), cache_tokens_saved=int(saved))
 
     # -- on the database thread -----------------------------------------------------------------------
     def _open_sync(self, now: float) -> Loaded:
@@ -524,6 +650,21 @@ class SQLiteStore(MemoryStore):
         for name, scope, ts in loaded.events:
             self._restore_event(name, scope, ts)
         self._settings.update(loaded.settings)
+
+
+_FUSION_END: Final = FUSION_ROUTE + ")"
+"""Every ``fusion(…)`` label sorts between ``fusion`` and this (``(`` is 0x28, ``)`` 0x29)."""
+
+
+def _routes(con: sqlite3.Connection) -> Iterator[str]:
+    """Every distinct route of the log but fusion turns', in order: one ``requests_route`` seek each."""
+    route = con.execute(ROUTE_FIRST, ("",)).fetchone()[0]
+    while route is not None:
+        if route == FUSION_ROUTE or route.startswith(FUSION_ROUTE + "("):
+            route = con.execute(ROUTE_FIRST, (_FUSION_END,)).fetchone()[0]
+            continue
+        yield route
+        route = con.execute(ROUTE_AFTER, (route,)).fetchone()[0]
 
 
 def _decode_response(entry: tuple[float, str] | None, now: float) -> dict[str, Any] | None:

@@ -9,13 +9,20 @@ from typing import Any, Final
 
 import orjson
 
-from freellm.store.base import CooldownRecord, RequestLogRow
+from freellm.store.base import CooldownRecord, RequestLogRow, StatusFilter
 
 __all__ = [
+    "ANALYTICS_CACHE_SAVED",
+    "ANALYTICS_FAILURES",
     "INSERT_REQUEST",
     "MIGRATIONS",
     "REQUEST_COLUMNS",
     "RESPONSE_READ_TRIES",
+    "ROUTE_AFTER",
+    "ROUTE_FIRST",
+    "ROUTE_LATENCY",
+    "ROUTE_TOTALS",
+    "ROUTE_TTFT",
     "SCHEMA",
     "SCHEMA_VERSION",
     "UPSERT_CACHED",
@@ -28,9 +35,10 @@ __all__ = [
     "RequestTuple",
     "request_row",
     "request_tuple",
+    "requests_query",
 ]
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 
 SCHEMA: Final = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -100,6 +108,12 @@ CREATE TABLE IF NOT EXISTS cache_entries (
 );
 CREATE INDEX IF NOT EXISTS cache_entries_stored ON cache_entries (stored_at);
 """,
+    4: """
+CREATE INDEX IF NOT EXISTS requests_route ON requests
+    (route, ts, status, attempts, outcome, stream, latency_ms, ttfb_ms, tokens_in, tokens_out);
+CREATE INDEX IF NOT EXISTS requests_ts_status ON requests (ts, status);
+CREATE INDEX IF NOT EXISTS requests_failed ON requests (ts) WHERE json_type(extra, '$.failed') = 'array';
+""",
 }
 """version → the statements that bring a database of the previous version to it."""
 
@@ -131,6 +145,95 @@ UPSERT_CACHED: Final = (
     "doc = excluded.doc"
 )
 RESPONSE_READ_TRIES: Final = 3
+
+# -- the request-log queries of the admin API (docs/analytics.md) -------------------------------------------
+# Schema 4's indexes all grow at their right edge (ts-ordered, or ts-ordered per route), so a write costs
+# little more than before; none is ordered by latency (that one would be written at random places).
+# * requests_route covers every column the analytics read: per route, a range on (route, ts) — no table
+#   row is read, and the latency/ttfb histograms sort integers of one route only (SQLite's sorter costs
+#   ~1 µs per row when it sorts (route text, value) over a whole window; per-route integers are cheaper).
+# * requests_ts_status: the unfiltered or status-filtered listing walks it backwards, newest first.
+# * requests_failed: only the rows with failed attempts, for json_each over extra.failed.
+# Percentiles are nearest-rank: the smallest value v with cum(v)·100 >= p·n, cum(v) the count of values
+# <= v, over the (value, count) histogram ranked with window functions. Every statement takes :since and
+# :now (inclusive); fusion turns' top-level rows are left out (their calls have rows of their own).
+# docs/benchmarks.md ("Analytics over the request log") shows the plans and the timings on 1M rows.
+_IN_WINDOW: Final = "ts >= :since AND ts <= :now"
+
+ROUTE_FIRST: Final = "SELECT MIN(route) FROM requests INDEXED BY requests_route WHERE route >= ?"
+ROUTE_AFTER: Final = "SELECT MIN(route) FROM requests INDEXED BY requests_route WHERE route > ?"
+"""A skip-scan over the distinct routes: one index seek each (``ROUTE_FIRST`` also jumps over fusion)."""
+
+ROUTE_TOTALS: Final = f"""
+SELECT COUNT(*), SUM(outcome = 'success'), SUM(attempts > 1), SUM(tokens_in), SUM(tokens_out)
+FROM requests INDEXED BY requests_route
+WHERE route = :route AND {_IN_WINDOW}
+"""
+"""requests, successes, fallbacks, tokens_in, tokens_out of one route."""
+
+
+def _percentiles(value: str, where: str) -> str:
+    return f"""
+WITH hist AS (
+    SELECT {value} AS v, COUNT(*) AS c
+    FROM requests INDEXED BY requests_route
+    WHERE route = :route AND {_IN_WINDOW}{where}
+    GROUP BY v
+), ranked AS (
+    SELECT v, SUM(c) OVER (ORDER BY v ROWS UNBOUNDED PRECEDING) AS cum, SUM(c) OVER () AS n
+    FROM hist
+)
+SELECT MIN(CASE WHEN cum * 100 >= 50 * n THEN v END), MIN(CASE WHEN cum * 100 >= 95 * n THEN v END)
+FROM ranked
+"""
+
+
+ROUTE_LATENCY: Final = _percentiles("latency_ms", "")
+"""p50, p95 of one route's latency_ms."""
+ROUTE_TTFT: Final = _percentiles("ttfb_ms", " AND stream = 1 AND ttfb_ms IS NOT NULL")
+"""p50 (and p95) of one route's streamed requests' ttfb_ms."""
+
+ANALYTICS_FAILURES: Final = f"""
+SELECT j.value, COUNT(*)
+FROM requests INDEXED BY requests_failed, json_each(requests.extra, '$.failed') AS j
+WHERE {_IN_WINDOW} AND json_type(extra, '$.failed') = 'array' AND j.type = 'text'
+  AND (route IS NULL OR (route <> 'fusion' AND substr(route, 1, 7) <> 'fusion('))
+GROUP BY j.value
+"""
+"""failed route label, failed attempts (the type test is the partial index's condition, verbatim)."""
+
+ANALYTICS_CACHE_SAVED: Final = f"""
+SELECT COALESCE(SUM(json_extract(extra, '$.tokens_saved')), 0)
+FROM requests INDEXED BY requests_route
+WHERE route = 'cache' AND {_IN_WINDOW} AND json_type(extra, '$.tokens_saved') = 'integer'
+"""
+
+def requests_query(
+    *, limit: int, status: StatusFilter | None, route: str | None, since: float | None
+) -> tuple[str, list[Any]]:
+    """The statement (and its parameters) of :meth:`StateStore.query_requests`: ``requests_route``
+    (with a route) or ``requests_ts_status`` walked backwards, newest ``ts`` first, filtered on the index
+    entries themselves and stopping after ``limit`` rows (rows with the same ``ts``: newest written
+    first, a sort of those few only)."""
+    where: list[str] = []
+    params: list[Any] = []
+    if route is not None:
+        where.append("route = ?")
+        params.append(route)
+    if since is not None:
+        where.append("ts >= ?")
+        params.append(since)
+    if status is not None:
+        where.append("(" + " OR ".join("status BETWEEN ? AND ?" for _ in status.ranges) + ")")
+        for lo, hi in status.ranges:
+            params += (lo, hi)
+    index = "requests_route" if route is not None else "requests_ts_status"
+    sql = f"SELECT {REQUEST_COLUMNS} FROM requests INDEXED BY {index}"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    params.append(limit)
+    return sql + " ORDER BY ts DESC, rowid DESC LIMIT ?", params
+
 
 RequestTuple = tuple[
     str, float, str, str, str | None, int, int, int, int, int | None, int, int, str | None, str, str

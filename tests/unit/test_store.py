@@ -682,7 +682,7 @@ async def test_sqlite_migrates_a_version_1_database(tmp_path: Path) -> None:
     finally:
         await s2.close()
     assert db_rows(path, "SELECT count(*) FROM cache_entries") == [(0,)]
-    assert SCHEMA_VERSION == 3
+    assert SCHEMA_VERSION == 4
 
 
 async def test_sqlite_cache_entries_survive_restart(tmp_path: Path) -> None:
