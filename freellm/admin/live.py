@@ -15,6 +15,7 @@ they started with.
 from __future__ import annotations
 
 import copy
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
     from freellm.server.state import Gateway
 
 __all__ = ["LIVE_FIELDS", "OVERLAY_SETTING", "LiveConfig", "Overlay", "RuntimeKey", "apply_settings"]
+
+log = logging.getLogger("freellm.admin")
 
 OVERLAY_SETTING = "admin_overlay"
 
@@ -138,6 +141,15 @@ class LiveConfig:
         for section, values in ov.settings.items():
             doc[section] = {**doc[section], **values}
         return Settings.model_validate(doc)
+
+    def effective_or_base(self) -> Settings:
+        """:meth:`effective`, or the base when the stored changes no longer validate against it (a
+        provider they name was removed from the YAML…): logged, and the gateway runs on the file as is."""
+        try:
+            return self.effective()
+        except ValueError as exc:
+            log.error("the admin API's stored changes do not apply to this configuration (%s); using the file as is", exc)
+            return self.base
 
     def configured_keys(self, provider: str) -> list[str]:
         """The YAML/env keys of ``provider`` (the base's; an added provider has none)."""

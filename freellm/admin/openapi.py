@@ -23,6 +23,8 @@ _ROUTES: tuple[tuple[str, str, str, str | None], ...] = (
     ("put", "/admin/chain", "Replace the chain", "Chain"),
     ("get", "/admin/settings", "Settings that are safe to change live", None),
     ("patch", "/admin/settings", "Change live settings", "LiveSettings"),
+    ("get", "/admin/requests", "The request log, newest first (no message bodies unless logging.bodies)", None),
+    ("get", "/admin/analytics", "Per-route statistics over a window of the request log, computed in SQL", None),
     ("get", "/admin/routing/explain", "How a request for a model would be routed now", None),
     ("get", "/admin/cache/stats", "Response-cache counters", None),
     ("delete", "/admin/cache", "Drop every cache entry", None),
@@ -30,6 +32,24 @@ _ROUTES: tuple[tuple[str, str, str, str | None], ...] = (
     ("post", "/admin/compression/preview", "What compression would do to a chat request", None),
     ("get", "/admin/openapi.json", "This document", None),
 )
+
+_QUERY: dict[str, tuple[tuple[str, dict[str, Any]], ...]] = {
+    "/admin/requests": (
+        ("limit", {"type": "integer", "minimum": 1, "maximum": 1000}),
+        ("status", {"type": "string", "description": "status codes or classes, comma-separated: 429,5xx"}),
+        ("route", {"type": "string", "description": "provider/model"}),
+        ("since", {"type": "number", "description": "Unix seconds"}),
+    ),
+    "/admin/analytics": (("window", {"type": "string", "enum": ["1h", "24h", "7d", "30d"]}),),
+    "/admin/routing/explain": (
+        ("model", {"type": "string", "default": "auto"}),
+        ("profile", {"type": "string"}),
+        ("tokens", {"type": "integer", "minimum": 0}),
+        ("tools", {"type": "boolean"}),
+        ("vision", {"type": "boolean"}),
+    ),
+}
+"""The query parameters of the GET routes that take some."""
 
 _SCHEMAS: dict[str, Any] = {
     "Error": {
@@ -75,8 +95,11 @@ def _document() -> dict[str, Any]:
             },
         }
         params = [p.strip("{}") for p in path.split("/") if p.startswith("{")]
-        if params:
-            op["parameters"] = [{"name": p, "in": "path", "required": True, "schema": {"type": "string"}} for p in params]
+        parameters = [{"name": p, "in": "path", "required": True, "schema": {"type": "string"}} for p in params]
+        if method == "get":
+            parameters += [{"name": n, "in": "query", "required": False, "schema": schema} for n, schema in _QUERY.get(path, ())]
+        if parameters:
+            op["parameters"] = parameters
         if body is not None:
             op["requestBody"] = {"required": True, "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{body}"}}}}
             op["responses"]["400"] = {"description": "Invalid request", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}

@@ -14,6 +14,7 @@ import platformdirs
 from aiohttp import web
 
 from freellm.admin.live import LiveConfig, RuntimeKey
+from freellm.admin.watch import SettingsWatcher
 from freellm.cache.store import ResponseCache
 from freellm.compression import Compressor
 from freellm.config import ClientKeyConfig, Settings
@@ -39,16 +40,6 @@ log = logging.getLogger("freellm.server")
 
 def default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir("freellm", appauthor=False))
-
-
-def _effective(live: LiveConfig) -> Settings:
-    """The YAML with the admin API's changes over it; a stored change that no longer validates against
-    this YAML (a provider it named was removed…) is logged and the YAML is used as it is."""
-    try:
-        return live.effective()
-    except ValueError as exc:
-        log.error("the admin API's stored changes do not apply to this configuration (%s); using the file as is", exc)
-        return live.base
 
 
 def create_app(
@@ -81,7 +72,7 @@ def create_app(
         await live.load()
         vault = KeyVault(store, load_master_key(os.environ, data_dir))
         live.runtime_keys = [RuntimeKey(k.id, k.provider, k.secret, k.enabled) for k in await vault.load()]
-        settings = _effective(live)
+        settings = live.effective_or_base()
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, enable_cleanup_closed=True)
         session = aiohttp.ClientSession(connector=connector, auto_decompress=True, trust_env=False)
         catalog = Catalog(settings)
@@ -113,7 +104,9 @@ def create_app(
             vault=vault,
             metrics=metrics,
         )
+        watcher = SettingsWatcher(app[GATEWAY])
         prober.start()
+        watcher.start()
         try:
             yield
         finally:
@@ -121,6 +114,7 @@ def create_app(
             gw.shutting_down = True
             if gw.grace_timer is not None:
                 gw.grace_timer.cancel()
+            await watcher.stop()
             await prober.stop()
             await session.close()
             await store.close()

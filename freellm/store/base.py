@@ -10,6 +10,7 @@ the same way. Times are epoch seconds (float) unless a name says ``_ms``.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -253,6 +254,13 @@ class StateStore(Protocol):
     async def get_setting(self, name: str) -> str | None: ...
 
     async def set_setting(self, name: str, value: str) -> None: ...
+
+    async def refresh_settings(self, names: Collection[str]) -> dict[str, str]:
+        """Re-read ``names`` from where other processes (another worker, ``freellm keys --config``) write
+        them; returns those whose value changed since this process last saw them, with the new value, and
+        :meth:`get_setting` answers with it from now on. A setting this process changed and has not yet
+        persisted is kept as it is (its own write is newer)."""
+        ...
 
     # -- stored Responses API responses (``previous_response_id`` chains, GET/DELETE by id) ----------
     async def put_response(self, response_id: str, doc: dict[str, Any], expires_at: float) -> None:

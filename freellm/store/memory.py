@@ -28,7 +28,7 @@ from __future__ import annotations
 import itertools
 import secrets
 from collections import OrderedDict, deque
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from typing import Any, Final
 
 from freellm.store.base import (
@@ -382,6 +382,10 @@ class MemoryStore:
 
     async def set_setting(self, name: str, value: str) -> None:
         self._settings[name] = value
+
+    async def refresh_settings(self, names: Collection[str]) -> dict[str, str]:
+        """Nothing to re-read: no other process shares this memory."""
+        return {}
 
     # -- stored responses -----------------------------------------------------------------------------
     def _put_response(self, response_id: str, doc: dict[str, Any], expires_at: float) -> None:

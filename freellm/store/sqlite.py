@@ -61,7 +61,7 @@ import dataclasses
 import logging
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -278,6 +278,22 @@ class SQLiteStore(MemoryStore):
     async def set_setting(self, name: str, value: str) -> None:
         self._settings[name] = value
         self._pending.settings[name] = value
+
+    async def refresh_settings(self, names: Collection[str]) -> dict[str, str]:
+        """One SELECT on the reader thread (after flushing this process's own writes); a name written
+        here since (still pending) keeps this process's value."""
+        if self._executor is None or not names:
+            return {}
+        wanted = sorted(set(names))
+        marks = ", ".join("?" * len(wanted))
+        rows = await self._read(self._select_sync, f"SELECT name, value FROM settings WHERE name IN ({marks})", wanted)
+        changed: dict[str, str] = {}
+        for name, value in rows:
+            if name in self._pending.settings or self._settings.get(name) == value:
+                continue
+            self._settings[name] = value
+            changed[name] = value
+        return changed
 
     async def log_request(self, row: RequestLogRow) -> None:
         self._requests.append(row)
