@@ -43,10 +43,20 @@ ALL_TARGETS = (
     "freellm-cache-hit",
     "freellm-cache-miss",
     "freellm-balanced",
+    "freellm-no-metrics",
     "portkey",
     "litellm",
 )
-GATEWAYS = ("floor", "freellm", "freellm-cache-hit", "freellm-cache-miss", "freellm-balanced", "portkey", "litellm")
+GATEWAYS = (
+    "floor",
+    "freellm",
+    "freellm-cache-hit",
+    "freellm-cache-miss",
+    "freellm-balanced",
+    "freellm-no-metrics",
+    "portkey",
+    "litellm",
+)
 BALANCED_ROUTES = 4
 """The ``freellm-balanced`` row's chain: this many providers (one simulator path each) scored by
 ``routing.strategy: balanced``, so every request pays the scored order the strategy costs."""
@@ -58,6 +68,7 @@ LABELS = {
     "freellm-cache-hit": "freellm, cache hit",
     "freellm-cache-miss": "freellm, cache miss",
     "freellm-balanced": f"freellm, balanced routing ({BALANCED_ROUTES} routes)",
+    "freellm-no-metrics": "freellm, metrics off",
     "portkey": "Portkey gateway",
     "litellm": "LiteLLM proxy",
 }
@@ -187,6 +198,8 @@ def start_freellm(ctx: Context, name: str = "freellm") -> Running:
     extra: dict | None = {"cache": {"enabled": True}, "auth": {"admin_keys": [ADMIN_KEY]}} if cached else None
     if name == "freellm-balanced":
         extra = balanced_extra(ctx)
+    if name == "freellm-no-metrics":  # the A/B row: plain freellm counts every request for /metrics
+        extra = {"metrics": {"enabled": False}}
     cfg = freellm_config(ctx, port, ctx.work / f"{name}-data", extra)
     proc = launch_freellm(ctx, name, cfg, port)
     try:
@@ -230,6 +243,10 @@ def balanced_extra(ctx: Context) -> dict:
 
 def start_freellm_balanced(ctx: Context) -> Running:
     return start_freellm(ctx, "freellm-balanced")
+
+
+def start_freellm_no_metrics(ctx: Context) -> Running:
+    return start_freellm(ctx, "freellm-no-metrics")
 
 
 def start_freellm_cache_hit(ctx: Context) -> Running:
@@ -375,6 +392,7 @@ LAUNCHERS: dict[str, Callable[[Context], Running]] = {
     "freellm-cache-hit": start_freellm_cache_hit,
     "freellm-cache-miss": start_freellm_cache_miss,
     "freellm-balanced": start_freellm_balanced,
+    "freellm-no-metrics": start_freellm_no_metrics,
     "portkey": start_portkey,
     "litellm": start_litellm,
 }

@@ -251,6 +251,12 @@ class LoggingConfig(_Model):
     """Each kept text is cut to this many bytes of UTF-8 (on a character boundary)."""
 
 
+class MetricsConfig(_Model):
+    enabled: bool = True
+    """Count every request for ``GET /metrics`` (docs/metrics.md). False: nothing is counted and
+    ``/metrics`` answers 404 — for a deployment that does not scrape, and for the benchmark's A/B row."""
+
+
 class StorageConfig(_Model):
     path: Path | None = None
     """Data directory; SQLite lives here. Defaults to the user's data directory."""
@@ -447,6 +453,7 @@ class Settings(_Model):
     images: ImagesConfig = Field(default_factory=ImagesConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     fusion: FusionConfig = Field(default_factory=FusionConfig)
     health: HealthConfig = Field(default_factory=HealthConfig)
 

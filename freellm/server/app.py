@@ -62,10 +62,12 @@ def create_app(
         data_dir = settings.storage.path or default_data_dir()
         data_dir.mkdir(parents=True, exist_ok=True)
         worker = None if worker_index is None else (worker_index, f"{worker_index}-{os.getpid()}")
-        # Imported here, after a worker's fork: prometheus_client chooses its multi-process values on import.
-        from freellm.metrics import create_metrics
+        metrics = None
+        if settings.metrics.enabled:
+            # Imported here, after a worker's fork: prometheus_client chooses its multi-process values on import.
+            from freellm.metrics import create_metrics
 
-        metrics = create_metrics(worker=worker_index is not None)
+            metrics = create_metrics(worker=worker_index is not None)
         store = create_store(data_dir, retention_days=settings.storage.request_log_retention_days, worker=worker)
         await store.open()
         live = LiveConfig(base, store)

@@ -252,6 +252,14 @@ def test_metrics_are_open_without_a_metrics_key(make_gateway: MakeGateway) -> No
     assert "freellm_inflight_requests" in {f.name for f in text_string_to_metric_families(resp.text)}
 
 
+def test_metrics_turned_off_count_nothing_and_answer_404(make_gateway: MakeGateway) -> None:
+    gw, _ = one_route(make_gateway, extra={"metrics": {"enabled": False}})
+    assert gw.state.metrics is None
+    assert chat(gw).status_code == 200
+    resp = scrape_raw(gw.base_url)
+    assert resp.status_code == 404 and resp.json()["error"]["code"] == "not_found"
+
+
 def test_a_metrics_key_is_required_when_set(make_gateway: MakeGateway) -> None:
     gw, _ = one_route(make_gateway, extra={"auth": {"metrics_key": METRICS_KEY, "admin_keys": [ADMIN_KEY]}})
     refused = [
