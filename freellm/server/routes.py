@@ -44,10 +44,10 @@ async def metrics(request: web.Request) -> web.Response:
     """The Prometheus exposition (docs/metrics.md). Open without ``auth.metrics_key``; with it, only
     ``Authorization: Bearer <metrics_key>`` (the edge lets ``/metrics`` through without a client key)."""
     gw = request.app[GATEWAY]
-    _check_metrics_key(request, gw)
     exposition = gw.metrics
-    if exposition is None:  # pragma: no cover - set at start-up, before the first request
-        raise ClientError(503, "Metrics are not ready.", type="service_unavailable", code="not_ready")
+    if exposition is None:  # metrics.enabled: false
+        raise ClientError(404, "Metrics are turned off (metrics.enabled: false).", code="not_found")
+    _check_metrics_key(request, gw)
     active = await gw.store.active_cooldowns(time.time())
     cooling = sum(1 for record in active.values() if record.source != RETIRED)  # a retirement is no cooldown
     return web.Response(body=exposition.render(cooling), headers={"Content-Type": exposition.content_type})
