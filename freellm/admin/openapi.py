@@ -25,6 +25,7 @@ _ROUTES: tuple[tuple[str, str, str, str | None], ...] = (
     ("patch", "/admin/settings", "Change live settings", "LiveSettings"),
     ("get", "/admin/requests", "The request log, newest first (no message bodies unless logging.bodies)", None),
     ("get", "/admin/analytics", "Per-route statistics over a window of the request log, computed in SQL", None),
+    ("get", "/admin/cooldowns", "Keys and routes cooling down now, and until when", None),
     ("get", "/admin/routing/explain", "How a request for a model would be routed now", None),
     ("get", "/admin/cache/stats", "Response-cache counters", None),
     ("delete", "/admin/cache", "Drop every cache entry", None),

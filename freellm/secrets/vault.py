@@ -308,8 +308,10 @@ class KeyVault:
     The decrypted keys live in memory (:meth:`keys`) after :meth:`load`; each change encrypts only what
     it adds, writes the whole setting once, and is persisted (``store.flush()``) before the method
     returns. Changes are serialized by one lock, so two concurrent ``add`` calls cannot drop each other.
-    The store must be open. One vault per store: two processes writing the same setting (a gateway
-    and ``freellm keys`` at once) overwrite each other.
+    The store must be open. One vault per store; other processes sharing the store's database (a
+    ``freellm keys`` command, another worker) are seen through ``refresh_settings``: a change starts
+    from their newest write, so it does not drop their keys (only two writes in the same few
+    milliseconds can still race, until a shared store makes the update atomic).
     """
 
     def __init__(self, store: StateStore, master: bytes, *, clock: Callable[[], float] = time.time) -> None:
@@ -332,6 +334,7 @@ class KeyVault:
         """
         async with self._lock:
             self._check_writable()
+            await self._store.refresh_settings((SETTING_NAME,))  # another process's newest write
             entries = await self._load_locked()
         return [e.key for e in entries]
 
@@ -353,7 +356,7 @@ class KeyVault:
         kid = key_id(text)
         async with self._lock:
             self._check_writable()
-            entries = await self._loaded()
+            entries = await self._current()
             if any(e.key.provider == provider and e.key.id == kid for e in entries):
                 raise ValueError(f"key {kid} is already added to provider {provider!r}")
             stored = StoredKey(id=kid, provider=provider, secret=text, enabled=True, added_at=self._clock())
@@ -364,7 +367,7 @@ class KeyVault:
         """Forget a stored key; False when the provider has no such key."""
         async with self._lock:
             self._check_writable()
-            entries = await self._loaded()
+            entries = await self._current()
             kept = [e for e in entries if not (e.key.provider == provider and e.key.id == key_id)]
             if len(kept) == len(entries):
                 return False
@@ -375,7 +378,7 @@ class KeyVault:
         """Turn a stored key on or off (kept either way); False when the provider has no such key."""
         async with self._lock:
             self._check_writable()
-            entries = await self._loaded()
+            entries = await self._current()
             for index, entry in enumerate(entries):
                 if entry.key.provider == provider and entry.key.id == key_id:
                     if entry.key.enabled != enabled:
@@ -399,7 +402,7 @@ class KeyVault:
             raise ValueError("the new master key is the current one")
         async with self._lock:
             self._check_writable()
-            entries = await self._loaded()
+            entries = await self._current()
             try:
                 both = [_Entry(e.key, _seal(new_master, e.key), prev=e.sealed) for e in entries]
                 await self._persist(both)
@@ -418,6 +421,13 @@ class KeyVault:
                 f"{self._broken}: the stored keys open with the old or the new master key; restart (load the "
                 "master key again) before changing stored keys"
             )
+
+    async def _current(self) -> list[_Entry]:
+        """The entries a change starts from: re-read first when another process sharing the store (a
+        ``freellm keys`` command, another worker) wrote the setting since, so its keys are not dropped."""
+        if await self._store.refresh_settings((SETTING_NAME,)):
+            return await self._load_locked()
+        return await self._loaded()
 
     async def _loaded(self) -> list[_Entry]:
         """The entries, loading them first if nothing has yet (a write must never start from nothing)."""

@@ -330,6 +330,30 @@ async def test_plaintext_never_in_the_setting_repr_or_sqlite_files(tmp_path: Pat
         await s2.close()
 
 
+async def test_two_processes_changing_keys_keep_each_others(tmp_path: Path) -> None:
+    """A gateway and ``freellm keys --config`` (or two workers) on one database: each change starts from
+    what the other wrote, and ``refresh_settings`` reports exactly the other's writes."""
+    path = tmp_path / "freellm.db"
+    gateway, cli = SQLiteStore(path, flush_interval_s=3600), SQLiteStore(path, flush_interval_s=3600)
+    await gateway.open()
+    await cli.open()
+    try:
+        served, changer = KeyVault(gateway, KEY), KeyVault(cli, KEY)
+        assert await served.load() == [] and await changer.load() == []
+        await changer.add("groq", SECRET)  # the gateway's vault has not seen it…
+        await served.add("mistral", SECRET2)  # …and its change keeps it
+        assert [(k.provider, k.secret) for k in served.keys()] == [("groq", SECRET), ("mistral", SECRET2)]
+        assert SETTING_NAME in await cli.refresh_settings([SETTING_NAME, "unrelated"])
+        assert await cli.refresh_settings([SETTING_NAME]) == {}  # nothing new since
+        assert [k.secret for k in await changer.load()] == [SECRET, SECRET2]
+        assert await changer.remove("groq", key_id(SECRET))
+        assert await served.set_enabled("mistral", key_id(SECRET2), False)
+        assert [(k.provider, k.enabled) for k in await KeyVault(cli, KEY).load()] == [("mistral", False)]
+    finally:
+        await cli.close()
+        await gateway.close()
+
+
 async def test_a_record_moved_to_another_provider_does_not_decrypt(store: StateStore) -> None:
     vault = KeyVault(store, KEY)
     stored = await vault.add("groq", SECRET)
