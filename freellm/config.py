@@ -257,10 +257,61 @@ class MetricsConfig(_Model):
     ``/metrics`` answers 404 — for a deployment that does not scrape, and for the benchmark's A/B row."""
 
 
+_NAMESPACE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+_STORE_SCHEMES = {"redis_url": ("redis", "rediss", "unix"), "postgres_url": ("postgresql", "postgres")}
+
+
+def store_url_problem(key: str, url: str) -> str | None:
+    """Why ``url`` is not a valid ``storage.<key>`` (None: it is). Never quotes the URL: it may hold a
+    password."""
+    from urllib.parse import urlsplit
+
+    schemes = _STORE_SCHEMES[key]
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # ValueError for a non-numeric or out-of-range port
+    except ValueError:
+        return "the port must be a number from 1 to 65535"
+    if parts.scheme.lower() not in schemes:
+        return f"the scheme must be one of {', '.join(s + '://' for s in schemes)}"
+    if parts.scheme.lower() == "unix":
+        return None if parts.path else "a unix:// URL needs the socket's path"
+    if not parts.hostname:
+        return "the URL has no host"
+    if port == 0:
+        return "the port must be a number from 1 to 65535"
+    return None
+
+
 class StorageConfig(_Model):
     path: Path | None = None
     """Data directory; SQLite lives here. Defaults to the user's data directory."""
     request_log_retention_days: int = 30
+    redis_url: str | None = None
+    """Hot state shared by every replica (docs/deployment.md): ``redis://``, ``rediss://`` or ``unix://``."""
+    postgres_url: str | None = None
+    """Durable records shared by every replica: ``postgresql://user:password@host:port/database``."""
+    namespace: str = "freellm"
+    """The Redis key prefix and the PostgreSQL schema, so several gateways (or test runs) share a server."""
+    redis_timeout_ms: int = Field(default=250, ge=1, le=60_000)
+    """Per Redis operation; past it the replica serves on local hot state until Redis answers again."""
+
+    @field_validator("redis_url", "postgres_url")
+    @classmethod
+    def _valid_store_url(cls, v: str | None, info: Any) -> str | None:
+        if v is None or not v.strip():
+            return None  # unset, or an unset ${VAR}
+        problem = store_url_problem(info.field_name, v.strip())
+        if problem is not None:
+            raise ValueError(problem)  # pydantic names the key; the value is never echoed (see Settings)
+        return v.strip()
+
+    @field_validator("namespace")
+    @classmethod
+    def _valid_namespace(cls, v: str) -> str:
+        if not _NAMESPACE.match(v):
+            raise ValueError("must match ^[a-z_][a-z0-9_]{0,62}$ (lower-case letters, digits and _)")
+        return v
 
 
 class FallbackConfig(_Model):

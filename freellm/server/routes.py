@@ -18,6 +18,7 @@ from freellm.server.auth import key_matches
 from freellm.server.body import read_json
 from freellm.server.state import BASE_HEADERS, CLIENT, GATEWAY, Gateway
 from freellm.server.turn_http import respond_turn
+from freellm.store.base import store_health
 from freellm.surfaces import anthropic_messages, gemini, openai_completions, openai_responses
 from freellm.surfaces.openai_chat import ChatRenderer, FusionChatRenderer, chat_completion_body
 
@@ -37,7 +38,11 @@ def add_routes(app: web.Application) -> None:
 
 
 async def health(request: web.Request) -> web.Response:
-    return web.json_response({"status": "ok"})
+    """200 while the gateway serves; ``degraded`` (still 200) names the shared store that is unreachable:
+    ``"state": "local"`` (Redis: hot state kept per process) or ``"records": "buffering"`` (PostgreSQL)."""
+    gw = request.app.get(GATEWAY)
+    degraded = store_health(gw.store) if gw is not None else {}
+    return web.json_response({"status": "degraded", **degraded} if degraded else {"status": "ok"})
 
 
 async def metrics(request: web.Request) -> web.Response:

@@ -185,6 +185,14 @@ def route_order(stats: RouteStats) -> tuple[int, int, str]:
     return (-stats.requests, -stats.failures, stats.route)
 
 
+def store_health(store: object) -> dict[str, str]:
+    """A store's degraded parts — its ``health()`` when it has one, e.g. ``{"state": "local"}`` (Redis
+    unreachable, hot state kept per process) or ``{"records": "buffering"}`` (PostgreSQL unreachable,
+    log rows held in memory); {} when all is well or for a store that cannot degrade."""
+    health = getattr(store, "health", None)
+    return dict(health()) if callable(health) else {}
+
+
 @runtime_checkable
 class StateStore(Protocol):
     """Every operation the engine needs; each backend implements all of them."""
