@@ -31,7 +31,7 @@ from freellm.server import routes
 from freellm.server.auth import ClientKeys
 from freellm.server.middleware import IPRateLimiter, edge_middleware
 from freellm.server.state import GATEWAY, Gateway
-from freellm.store.factory import create_store
+from freellm.store.factory import store_from_settings
 
 __all__ = ["create_app", "default_data_dir"]
 
@@ -68,7 +68,7 @@ def create_app(
             from freellm.metrics import create_metrics
 
             metrics = create_metrics(worker=worker_index is not None)
-        store = create_store(data_dir, retention_days=settings.storage.request_log_retention_days, worker=worker)
+        store = store_from_settings(settings.storage, data_dir, worker=worker)
         await store.open()
         live = LiveConfig(base, store)
         await live.load()

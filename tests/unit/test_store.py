@@ -746,8 +746,8 @@ def test_factory_memory(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "url", ["redis://localhost:6379/0", "rediss://cache:6380", "postgresql://u@db/freellm", "postgres://db"]
 )
-def test_factory_scale_out_not_yet(tmp_path: Path, url: str) -> None:
-    with pytest.raises(NotImplementedError, match="scale-out issue"):
+def test_factory_points_shared_stores_to_their_keys(tmp_path: Path, url: str) -> None:
+    with pytest.raises(ValueError, match=r"storage\.redis_url or storage\.postgres_url"):
         create_store(tmp_path, url)
 
 
