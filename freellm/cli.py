@@ -1,4 +1,5 @@
-"""The ``freellm`` command: serve | sim | demo | check-config | keys. Thin: parse arguments, call the library."""
+"""The ``freellm`` command: serve | sim | demo | check-config | keys | status. Thin: parse arguments, call the
+library (the operator commands, ``keys add|list|remove|test`` and ``status``, live in :mod:`freellm.cli_admin`)."""
 
 from __future__ import annotations
 
@@ -284,8 +285,9 @@ def cmd_keys_rotate_master(args: argparse.Namespace) -> int:
 
 
 def add_keys_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """``freellm keys <subcommand>``: provider keys stored encrypted in the data directory. Each
-    subcommand is one ``keys_sub.add_parser`` here and one ``@keys_command`` function above."""
+    """``freellm keys <subcommand>``: provider keys stored encrypted in the data directory.
+    ``rotate-master`` is here; ``add``, ``list``, ``remove`` and ``test`` (each also through a gateway's
+    admin API) are :func:`freellm.cli_admin.add_key_commands`."""
     keys = sub.add_parser("keys", help="manage the provider keys stored encrypted in the data directory")
     keys_sub = keys.add_subparsers(dest="keys_command", required=True, metavar="<subcommand>")
 
@@ -304,6 +306,10 @@ def add_keys_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "instead of generating one",
     )
     rotate.set_defaults(func=cmd_keys_rotate_master)
+
+    from freellm.cli_admin import add_key_commands
+
+    add_key_commands(keys_sub)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -337,6 +343,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(func=cmd_check_config)
 
     add_keys_parser(sub)
+    from freellm.cli_admin import add_status_parser
+
+    add_status_parser(sub)
     return parser
 
 

@@ -13,6 +13,7 @@ from freellm.admin import (
     cache,
     chain,
     compression,
+    cooldowns,
     openapi,
     providers,
     requests,
@@ -29,6 +30,7 @@ def register(app: web.Application) -> None:
     routing.register(app)
     requests.register(app)
     analytics.register(app)
+    cooldowns.register(app)
     providers.register(app)
     chain.register(app)
     settings_api.register(app)

@@ -3,12 +3,18 @@
 Keys from the YAML/env stay where they are (never copied to disk); they can be disabled (recorded in
 the overlay) but not deleted. Keys added here live in the encrypted vault (:mod:`freellm.secrets`).
 Every answer shows a key only masked: at most its last four characters.
+
+The work is done by public functions over a :class:`LiveConfig`, a :class:`KeyVault` and a
+:class:`KeyHealth` rather than over the :class:`Gateway`, because ``freellm keys --config`` does the same
+things to a data directory with no gateway running in-process (:mod:`freellm.cli_admin`): one set of
+rules, messages and documents for both.
 """
 
 from __future__ import annotations
 
 import copy
 import time
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -16,14 +22,28 @@ from aiohttp import web
 from pydantic import ValidationError
 
 from freellm.admin.changes import admin_json, commit, json_reply, live_of, validated
-from freellm.admin.live import RuntimeKey
+from freellm.admin.live import LiveConfig, RuntimeKey
 from freellm.config import ProviderConfig
 from freellm.errors import ClientError
+from freellm.providers.base import Provider
 from freellm.routing.catalog import key_fingerprint
-from freellm.secrets import KeyVault, mask, validate_key_text
+from freellm.routing.health import KeyHealth
+from freellm.secrets import KeyVault, StoredKey, mask, validate_key_text
 from freellm.server.state import GATEWAY, Gateway
 
-__all__ = ["register"]
+__all__ = [
+    "KeyCheck",
+    "all_providers",
+    "check_key",
+    "forget_key",
+    "known_key",
+    "known_provider",
+    "provider_doc",
+    "register",
+    "reload_runtime_keys",
+    "store_key",
+    "valid_key",
+]
 
 _PROBE_TIMEOUT_S = 15.0
 
@@ -43,29 +63,30 @@ def register(app: web.Application) -> None:
 
 async def list_providers(request: web.Request) -> web.Response:
     gw = request.app[GATEWAY]
-    return json_reply(request, {"data": [_provider_doc(gw, p) for p in _all_providers(gw)]})
-
-
-def _all_providers(gw: Gateway) -> list[ProviderConfig]:
     live = live_of(gw)
+    return json_reply(request, {"data": [provider_doc(live, gw.router.health, p) for p in all_providers(live)]})
+
+
+def all_providers(live: LiveConfig) -> list[ProviderConfig]:
+    """The YAML's providers, then those the admin API added (without keys: those are in the vault)."""
     added = [ProviderConfig.model_validate({**p, "keys": []}) for p in live.overlay.providers]
     return [*live.base.providers, *added]
 
 
-def _provider_doc(gw: Gateway, provider: ProviderConfig) -> dict[str, Any]:
+def provider_doc(live: LiveConfig, health: KeyHealth, provider: ProviderConfig) -> dict[str, Any]:
+    """One provider as ``GET /admin/providers`` (and ``freellm keys list``) shows it, keys masked."""
     return {
         "name": provider.name,
         "kind": provider.kind,
         "base_url": provider.base_url,
         "enabled": provider.enabled,
-        "keys": [_key_doc(gw, provider.name, k) for k in _keys_of(gw, provider.name)],
+        "keys": [_key_doc(live, health, provider.name, k) for k in _keys_of(live, provider.name)],
         "models": [m.model_dump(exclude_none=True) for m in provider.models],
     }
 
 
-def _keys_of(gw: Gateway, provider: str) -> list[RuntimeKey]:
+def _keys_of(live: LiveConfig, provider: str) -> list[RuntimeKey]:
     """Every key of ``provider``: the configured ones (``source: config``), then the added ones."""
-    live = live_of(gw)
     disabled = set(live.overlay.disabled_keys.get(provider, ()))
     configured = [
         RuntimeKey(key_fingerprint(k), provider, k, key_fingerprint(k) not in disabled)
@@ -74,9 +95,9 @@ def _keys_of(gw: Gateway, provider: str) -> list[RuntimeKey]:
     return [*configured, *(k for k in live.runtime_keys if k.provider == provider)]
 
 
-def _key_doc(gw: Gateway, provider: str, key: RuntimeKey) -> dict[str, Any]:
-    configured = key.secret in live_of(gw).configured_keys(provider)
-    status = gw.router.health.status(provider, key.id) if key.enabled else "disabled"
+def _key_doc(live: LiveConfig, health: KeyHealth, provider: str, key: RuntimeKey) -> dict[str, Any]:
+    configured = key.secret in live.configured_keys(provider)
+    status = health.status(provider, key.id) if key.enabled else "disabled"
     return {
         "id": key.id,
         "masked": mask(key.secret),
@@ -105,45 +126,78 @@ async def add_provider(request: web.Request) -> web.Response:
         first = exc.errors(include_url=False)[0]
         where = ".".join(str(x) for x in first["loc"]) or "provider"
         raise ClientError(400, f"Invalid provider: {where}: {first['msg']}", param=where) from None
-    if provider.name in {p.name for p in _all_providers(gw)}:
+    if provider.name in {p.name for p in all_providers(live)}:
         raise ClientError(409, f"A provider named `{provider.name}` already exists.", code="provider_exists")
-    secrets = [_valid_key(k) for k in keys]
+    secrets = [valid_key(k) for k in keys]
     overlay = copy.deepcopy(live.overlay)
     overlay.providers.append(provider.model_dump(mode="json", exclude={"keys"}))
     validated(live, overlay)
     if secrets:
+        vault = _vault(gw)
         for secret in secrets:
-            await _vault(gw).add(provider.name, secret)
-        await _reload_runtime_keys(gw)
+            await vault.add(provider.name, secret)
+        reload_runtime_keys(live, vault)
     await commit(gw, overlay)
-    return json_reply(request, _provider_doc(gw, provider), status=201)
+    return json_reply(request, provider_doc(live, gw.router.health, provider), status=201)
 
 
 # ---- keys ------------------------------------------------------------------------------------------------
 
 
+async def store_key(live: LiveConfig, vault: KeyVault, provider: str, value: object) -> StoredKey:
+    """Add ``value`` to ``provider``'s keys in the vault (and to ``live``'s run-time keys).
+
+    ClientError: 404 for an unknown provider, 400 for text that is not a key, 409 for a key the
+    provider already has (from the YAML/env or the vault). The caller applies the new settings.
+    """
+    name = known_provider(live, provider)
+    secret = valid_key(value)
+    if any(k.id == key_fingerprint(secret) for k in _keys_of(live, name)):
+        raise ClientError(409, "This key is already configured for the provider.", code="key_exists")
+    stored = await vault.add(name, secret)
+    reload_runtime_keys(live, vault)
+    return stored
+
+
+async def forget_key(live: LiveConfig, vault: KeyVault, provider: str, key_id: str) -> RuntimeKey:
+    """Remove a key added at run time from the vault (and from ``live``); returns it.
+
+    ClientError: 404 for an unknown provider or key, 409 for a key from the YAML/env (only the file
+    can remove it; it can be disabled). The caller applies the new settings.
+    """
+    name = known_provider(live, provider)
+    key = known_key(live, name, key_id)
+    if key.secret in live.configured_keys(name):
+        raise ClientError(
+            409,
+            "This key comes from the configuration file or environment; disable it instead "
+            "(PATCH with {\"enabled\": false}) or remove it there.",
+            code="key_from_config",
+        )
+    await vault.remove(name, key.id)
+    reload_runtime_keys(live, vault)
+    return key
+
+
 async def add_key(request: web.Request) -> web.Response:
     gw = request.app[GATEWAY]
-    name = _known_provider(gw, request.match_info["name"])
+    live = live_of(gw)
+    name = known_provider(live, request.match_info["name"])
     body = await admin_json(request)
-    secret = _valid_key(body.get("key"))
-    if any(k.id == key_fingerprint(secret) for k in _keys_of(gw, name)):
-        raise ClientError(409, "This key is already configured for the provider.", code="key_exists")
-    stored = await _vault(gw).add(name, secret)
-    await _reload_runtime_keys(gw)
-    await commit(gw, live_of(gw).overlay)
-    return json_reply(request, {"id": stored.id, "masked": mask(secret)}, status=201)
+    stored = await store_key(live, _vault(gw), name, body.get("key"))
+    await commit(gw, live.overlay)
+    return json_reply(request, {"id": stored.id, "masked": mask(stored.secret)}, status=201)
 
 
 async def patch_key(request: web.Request) -> web.Response:
     gw = request.app[GATEWAY]
-    name = _known_provider(gw, request.match_info["name"])
-    key = _known_key(gw, name, request.match_info["key_id"])
+    live = live_of(gw)
+    name = known_provider(live, request.match_info["name"])
+    key = known_key(live, name, request.match_info["key_id"])
     body = await admin_json(request)
     enabled = body.get("enabled")
     if not isinstance(enabled, bool):
         raise ClientError(400, "Invalid request: enabled: Input should be a valid boolean", param="enabled")
-    live = live_of(gw)
     overlay = copy.deepcopy(live.overlay)
     if key.secret in live.configured_keys(name):
         ids = [i for i in overlay.disabled_keys.get(name, []) if i != key.id]
@@ -153,76 +207,91 @@ async def patch_key(request: web.Request) -> web.Response:
         if not ids:
             overlay.disabled_keys.pop(name)
     else:
-        await _vault(gw).set_enabled(name, key.id, enabled)
-        await _reload_runtime_keys(gw)
+        vault = _vault(gw)
+        await vault.set_enabled(name, key.id, enabled)
+        reload_runtime_keys(live, vault)
     if enabled:
         gw.router.health.enable(name, key.id)
     await commit(gw, overlay)
-    return json_reply(request, _key_doc(gw, name, _known_key(gw, name, key.id)))
+    return json_reply(request, _key_doc(live, gw.router.health, name, known_key(live, name, key.id)))
 
 
 async def delete_key(request: web.Request) -> web.Response:
     gw = request.app[GATEWAY]
-    name = _known_provider(gw, request.match_info["name"])
-    key = _known_key(gw, name, request.match_info["key_id"])
-    if key.secret in live_of(gw).configured_keys(name):
-        raise ClientError(
-            409,
-            "This key comes from the configuration file or environment; disable it instead "
-            "(PATCH with {\"enabled\": false}) or remove it there.",
-            code="key_from_config",
-        )
-    await _vault(gw).remove(name, key.id)
-    await _reload_runtime_keys(gw)
-    await commit(gw, live_of(gw).overlay)
+    live = live_of(gw)
+    key = await forget_key(live, _vault(gw), request.match_info["name"], request.match_info["key_id"])
+    await commit(gw, live.overlay)
     return json_reply(request, {"id": key.id, "deleted": True})
+
+
+@dataclass(frozen=True, slots=True)
+class KeyCheck:
+    """The outcome of one key check: the upstream's HTTP status (None: no answer) and how long it took."""
+
+    upstream_status: int | None
+    latency_ms: int
+
+    @property
+    def ok(self) -> bool:
+        return self.upstream_status is not None and 200 <= self.upstream_status < 300
+
+    def doc(self, key_id: str, status: str) -> dict[str, Any]:
+        """The answer of ``POST …/keys/{id}/test``; ``status`` is the key's health after the check."""
+        error = None if self.ok else ("no answer" if self.upstream_status is None else f"HTTP {self.upstream_status}")
+        return {
+            "id": key_id,
+            "ok": self.ok,
+            "upstream_status": self.upstream_status,
+            "latency_ms": self.latency_ms,
+            "status": status,
+            "error": error,
+        }
+
+
+async def check_key(provider: Provider, secret: str, timeout_s: float = _PROBE_TIMEOUT_S) -> KeyCheck:
+    """One cheap authenticated upstream call with ``secret``: the wire's ``probe`` (``GET
+    {base_url}/models``), timed. Shared by the admin API and ``freellm keys test --config``."""
+    started = time.monotonic()
+    status = await provider.probe(secret, timeout_s)
+    return KeyCheck(status, int((time.monotonic() - started) * 1000))
 
 
 async def test_key(request: web.Request) -> web.Response:
     """One cheap authenticated upstream call (``GET {base_url}/models``) with the key, and its outcome
     (also recorded as the key's health)."""
     gw = request.app[GATEWAY]
-    name = _known_provider(gw, request.match_info["name"])
-    key = _known_key(gw, name, request.match_info["key_id"])
+    live = live_of(gw)
+    name = known_provider(live, request.match_info["name"])
+    key = known_key(live, name, request.match_info["key_id"])
     try:
         provider = gw.router.provider(name)
     except KeyError:
         raise ClientError(409, f"The provider `{name}` is disabled.", code="provider_disabled") from None
-    started = time.monotonic()
-    status = await provider.probe(key.secret, _PROBE_TIMEOUT_S)
-    took_ms = int((time.monotonic() - started) * 1000)
-    gw.router.health.record_check(name, key.id, status, time.time())
-    ok = status is not None and 200 <= status < 300
-    return json_reply(
-        request,
-        {
-            "id": key.id,
-            "ok": ok,
-            "upstream_status": status,
-            "latency_ms": took_ms,
-            "status": gw.router.health.status(name, key.id),
-            "error": None if ok else ("no answer" if status is None else f"HTTP {status}"),
-        },
-    )
+    check = await check_key(provider, key.secret)
+    gw.router.health.record_check(name, key.id, check.upstream_status, time.time())
+    return json_reply(request, check.doc(key.id, gw.router.health.status(name, key.id)))
 
 
 # ---- helpers -------------------------------------------------------------------------------------------
 
 
-def _known_provider(gw: Gateway, name: str) -> str:
-    if name not in {p.name for p in _all_providers(gw)}:
+def known_provider(live: LiveConfig, name: str) -> str:
+    """``name``, or a 404 when no provider (configured or added) has it."""
+    if name not in {p.name for p in all_providers(live)}:
         raise ClientError(404, f"There is no provider `{name}`.", code="provider_not_found")
     return name
 
 
-def _known_key(gw: Gateway, provider: str, key_id: str) -> RuntimeKey:
-    for key in _keys_of(gw, provider):
+def known_key(live: LiveConfig, provider: str, key_id: str) -> RuntimeKey:
+    """``provider``'s key with id ``key_id`` (configured or added), or a 404."""
+    for key in _keys_of(live, provider):
         if key.id == key_id:
             return key
     raise ClientError(404, f"The provider `{provider}` has no key `{key_id}`.", code="key_not_found")
 
 
-def _valid_key(value: object) -> str:
+def valid_key(value: object) -> str:
+    """The key as it will be stored, or a 400 saying which rule it breaks (never the value)."""
     try:
         return validate_key_text(value)
     except ValueError as exc:
@@ -235,6 +304,6 @@ def _vault(gw: Gateway) -> KeyVault:
     return gw.vault
 
 
-async def _reload_runtime_keys(gw: Gateway) -> None:
-    live = live_of(gw)
-    live.runtime_keys = [RuntimeKey(k.id, k.provider, k.secret, k.enabled) for k in _vault(gw).keys(None)]
+def reload_runtime_keys(live: LiveConfig, vault: KeyVault) -> None:
+    """``live``'s run-time keys from the vault's (after a change, or a reload from the store)."""
+    live.runtime_keys = [RuntimeKey(k.id, k.provider, k.secret, k.enabled) for k in vault.keys(None)]
