@@ -7,7 +7,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from bench.targets import ALL_TARGETS
+from bench.targets import ALL_TARGETS, DEFAULT_REDIS_URL, DEFAULT_TARGETS
 
 DEFAULT_CONCURRENCY = [1, 16, 64]
 
@@ -55,6 +55,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--chunk-delay-ms", type=float, default=0.0, help="simulator delay between chunks (default 0)"
     )
     run.add_argument("--workers", type=int, default=1, help="worker processes per gateway (default 1)")
+    run.add_argument(
+        "--state",
+        choices=["local", "redis"],
+        default="local",
+        help="redis: also measure freellm with its hot state in Redis (the freellm-redis row)",
+    )
+    run.add_argument("--redis-url", default=DEFAULT_REDIS_URL, help=f"for --state redis (default {DEFAULT_REDIS_URL})")
     run.add_argument(
         "--loadgen", choices=["auto", "wrk", "python"], default="auto", help="auto: wrk if installed"
     )
@@ -121,6 +128,14 @@ def _soak_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _with_state(targets: list[str], state: str) -> list[str]:
+    """``--state redis`` adds the Redis row, in its place in :data:`ALL_TARGETS` order."""
+    if state != "redis" or "freellm-redis" in targets:
+        return targets
+    wanted = set(targets) | {"freellm-redis"}
+    return [t for t in ALL_TARGETS if t in wanted]
+
+
 def main(argv: list[str] | None = None) -> int:
     raw = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(raw)
@@ -157,12 +172,14 @@ def main(argv: list[str] | None = None) -> int:
         and args.chunks == 20
         and not args.chunk_delay_ms
         and args.portkey_version is None
+        and args.state == "local"
     )
     opts = Options(
         duration=duration,
         warmup=warmup,
         concurrency=args.concurrency or list(DEFAULT_CONCURRENCY),
-        targets=args.only or list(ALL_TARGETS),
+        targets=_with_state(args.only or list(DEFAULT_TARGETS), args.state),
+        redis_url=args.redis_url,
         modes=args.modes or ["non-stream", "stream"],
         chunks=args.chunks,
         chunk_delay_ms=args.chunk_delay_ms,

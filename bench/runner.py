@@ -33,7 +33,18 @@ from bench.procs import (
     rss_bytes,
 )
 from bench.stats import VARY, body_source
-from bench.targets import ADMIN_KEY, ALL_TARGETS, GATEWAYS, LABELS, LAUNCHERS, MODEL, Context, Running
+from bench.targets import (
+    ADMIN_KEY,
+    ALL_TARGETS,
+    DEFAULT_REDIS_URL,
+    DEFAULT_TARGETS,
+    GATEWAYS,
+    LABELS,
+    LAUNCHERS,
+    MODEL,
+    Context,
+    Running,
+)
 
 MODES = ("non-stream", "stream")
 PROMPT = "Say hello, one small piece at a time."
@@ -45,7 +56,7 @@ class Options:
     duration: float = 10.0
     warmup: float = 1.0
     concurrency: list[int] = field(default_factory=lambda: [1, 16, 64])
-    targets: list[str] = field(default_factory=lambda: list(ALL_TARGETS))
+    targets: list[str] = field(default_factory=lambda: list(DEFAULT_TARGETS))
     modes: list[str] = field(default_factory=lambda: list(MODES))
     chunks: int = 20
     chunk_delay_ms: float = 0.0
@@ -60,9 +71,11 @@ class Options:
     docs_path: Path = REPO / "docs" / "benchmarks.md"
     command: str = "python -m bench run"
     wait_idle: float = 0.0
+    """Seconds to wait, before starting, for other processes to use < NOISY_PCT of a core."""
     nice: int = -10
     portkey_version: str = PORTKEY_VERSION
-    """Seconds to wait, before starting, for other processes to use < NOISY_PCT of a core."""
+    redis_url: str = DEFAULT_REDIS_URL
+    """The ``freellm-redis`` row's server."""
     full: bool = True
     """Default targets, modes, concurrencies and durations: only such a run updates the docs by default."""
 
@@ -489,7 +502,9 @@ def run(opts: Options) -> dict[str, object]:
     sim_proc = None
     try:
         sim_proc, sim_base = start_sim(work, placement, opts.chunks, opts.chunk_delay_ms)
-        ctx = Context(sim_base, sim_proc, work, placement, opts.workers, opts.install, opts.portkey_version)
+        ctx = Context(
+            sim_base, sim_proc, work, placement, opts.workers, opts.install, opts.portkey_version, opts.redis_url
+        )
         for name in ALL_TARGETS:
             if name not in opts.targets:
                 continue

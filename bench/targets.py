@@ -44,9 +44,13 @@ ALL_TARGETS = (
     "freellm-cache-miss",
     "freellm-balanced",
     "freellm-no-metrics",
+    "freellm-redis",
     "portkey",
     "litellm",
 )
+DEFAULT_TARGETS = tuple(t for t in ALL_TARGETS if t != "freellm-redis")
+"""What a run measures unless ``--only``/``--state`` say otherwise (the Redis row needs a Redis server)."""
+DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 GATEWAYS = (
     "floor",
     "freellm",
@@ -54,6 +58,7 @@ GATEWAYS = (
     "freellm-cache-miss",
     "freellm-balanced",
     "freellm-no-metrics",
+    "freellm-redis",
     "portkey",
     "litellm",
 )
@@ -69,6 +74,7 @@ LABELS = {
     "freellm-cache-miss": "freellm, cache miss",
     "freellm-balanced": f"freellm, balanced routing ({BALANCED_ROUTES} routes)",
     "freellm-no-metrics": "freellm, metrics off",
+    "freellm-redis": "freellm, hot state in Redis",
     "portkey": "Portkey gateway",
     "litellm": "LiteLLM proxy",
 }
@@ -85,6 +91,8 @@ class Context:
     workers: int
     install: bool
     portkey_version: str = peers.PORTKEY_VERSION
+    redis_url: str = DEFAULT_REDIS_URL
+    """The ``freellm-redis`` row's server (each run uses its own namespace and deletes it afterwards)."""
 
     @property
     def upstream(self) -> str:
@@ -110,10 +118,15 @@ class Running:
     ``"HIT"`` (on the second of two identical requests) or ``"MISS"``; None: not checked."""
     admin_url: str | None = None
     """``/admin/cache/stats`` of a cache row (read with :data:`ADMIN_KEY`)."""
+    cleanup: Callable[[], None] | None = None
+    """Run after the process stopped (the Redis row deletes its namespace)."""
 
     def stop(self) -> None:
         if self.proc is not None:
             self.proc.stop()
+        if self.cleanup is not None:
+            self.cleanup()
+            self.cleanup = None
 
 
 def freellm_version() -> str:
@@ -200,6 +213,9 @@ def start_freellm(ctx: Context, name: str = "freellm") -> Running:
         extra = balanced_extra(ctx)
     if name == "freellm-no-metrics":  # the A/B row: plain freellm counts every request for /metrics
         extra = {"metrics": {"enabled": False}}
+    namespace = f"bench_{os.getpid()}_{port}"
+    if name == "freellm-redis":  # the same gateway with its hot state in Redis (issue 14's row)
+        extra = {"storage": {"redis_url": ctx.redis_url, "namespace": namespace}}
     cfg = freellm_config(ctx, port, ctx.work / f"{name}-data", extra)
     proc = launch_freellm(ctx, name, cfg, port)
     try:
@@ -221,6 +237,7 @@ def start_freellm(ctx: Context, name: str = "freellm") -> Running:
         varied=name == "freellm-cache-miss",
         cache={"freellm": "off", "freellm-cache-hit": "HIT", "freellm-cache-miss": "MISS"}.get(name),
         admin_url=f"http://127.0.0.1:{port}/admin/cache/stats" if cached else None,
+        cleanup=(lambda: drop_redis_namespace(ctx.redis_url, namespace)) if name == "freellm-redis" else None,
     )
 
 
@@ -243,6 +260,23 @@ def balanced_extra(ctx: Context) -> dict:
 
 def start_freellm_balanced(ctx: Context) -> Running:
     return start_freellm(ctx, "freellm-balanced")
+
+
+def drop_redis_namespace(url: str, namespace: str) -> None:
+    """Delete every key of ``namespace`` (what the Redis row's gateway wrote)."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        keys = list(client.scan_iter(match=f"{namespace}:*", count=1000))
+        for start in range(0, len(keys), 1000):
+            client.delete(*keys[start : start + 1000])
+    finally:
+        client.close()
+
+
+def start_freellm_redis(ctx: Context) -> Running:
+    return start_freellm(ctx, "freellm-redis")
 
 
 def start_freellm_no_metrics(ctx: Context) -> Running:
@@ -393,6 +427,7 @@ LAUNCHERS: dict[str, Callable[[Context], Running]] = {
     "freellm-cache-miss": start_freellm_cache_miss,
     "freellm-balanced": start_freellm_balanced,
     "freellm-no-metrics": start_freellm_no_metrics,
+    "freellm-redis": start_freellm_redis,
     "portkey": start_portkey,
     "litellm": start_litellm,
 }
