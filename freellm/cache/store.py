@@ -2,7 +2,9 @@
 
 Memory holds every live entry (a hit is a dictionary lookup). JSON bodies are also written through the
 ``StateStore`` (write-behind on the default SQLite store) and loaded back at start-up, so they survive a
-restart; streams live in memory only. Expiry is lazy: an entry past its TTL is dropped when it is next
+restart; streams live in memory only — unless the store's hot state is shared by a fleet (Redis), when
+streams are written there too and a miss here asks the store, so an answer one replica stored is a hit
+on every other. Expiry is lazy: an entry past its TTL is dropped when it is next
 looked up (and whenever the LRU makes room). ``max_entries`` and ``max_bytes`` bound the whole cache —
 the least recently used entry of either kind goes first.
 
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from freellm.config import CacheConfig
-from freellm.store.base import StateStore
+from freellm.store.base import StateStore, shares_hot_state
 
 __all__ = ["CachedReply", "ResponseCache"]
 
@@ -52,8 +54,11 @@ class CachedReply:
     @classmethod
     def from_doc(cls, doc: dict[str, Any], expires_at: float) -> CachedReply | None:
         try:
+            kind = doc.get("kind", "json")
+            if kind not in ("json", "stream"):
+                return None
             return cls(
-                kind="json",
+                kind=kind,
                 body=str(doc["body"]).encode("utf-8", "surrogateescape"),
                 content_type=str(doc.get("content_type") or "application/json"),
                 tokens=int(doc.get("tokens") or 0),
@@ -76,6 +81,7 @@ class ResponseCache:
         self.hits = 0
         self.misses = 0
         self.tokens_saved = 0
+        self._shared = shares_hot_state(store)
 
     async def open(self) -> None:
         """Load the persisted JSON bodies (newest ``max_entries``) into the LRU."""
@@ -94,6 +100,8 @@ class ResponseCache:
         if entry is not None and entry.expires_at <= self._clock():
             await self._drop([key])
             entry = None
+        if entry is None and self._shared:
+            entry = await self._from_store(key)
         if entry is None:
             self.misses += 1
             return None
@@ -118,7 +126,7 @@ class ResponseCache:
         if old is not None:
             self._forget(old)
         self._insert(key, reply)
-        if kind == "json":
+        if kind == "json" or self._shared:
             await self._store.put_cached(key, reply.doc(), reply.expires_at)
         elif old is not None and old.kind == "json":
             await self._store.delete_cached([key])
@@ -143,6 +151,18 @@ class ResponseCache:
         }
 
     # -- internals --------------------------------------------------------------------------------------
+    async def _from_store(self, key: str) -> CachedReply | None:
+        """An entry another replica stored, now in this replica's LRU too."""
+        found = await self._store.get_cached(key, self._clock())
+        if found is None:
+            return None
+        reply = CachedReply.from_doc(found[1], found[0])
+        if reply is None:
+            return None
+        self._insert(key, reply)
+        await self._make_room()
+        return reply if key in self._entries else None
+
     def _insert(self, key: str, reply: CachedReply) -> None:
         self._entries[key] = reply
         self._bytes += len(reply.body)
@@ -158,7 +178,7 @@ class ResponseCache:
             reply = self._entries.pop(key, None)
             if reply is not None:
                 self._forget(reply)
-                if reply.kind == "json":
+                if reply.kind == "json" or self._shared:
                     persisted.append(key)
         if persisted:
             await self._store.delete_cached(persisted)

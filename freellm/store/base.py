@@ -185,6 +185,12 @@ def route_order(stats: RouteStats) -> tuple[int, int, str]:
     return (-stats.requests, -stats.failures, stats.route)
 
 
+def shares_hot_state(store: object) -> bool:
+    """Whether other gateway processes read this store's hot state (Redis): the response cache then
+    writes its stream replays there too, so another replica can replay them."""
+    return bool(getattr(store, "shared_hot_state", False))
+
+
 def store_health(store: object) -> dict[str, str]:
     """A store's degraded parts — its ``health()`` when it has one, e.g. ``{"state": "local"}`` (Redis
     unreachable, hot state kept per process) or ``{"records": "buffering"}`` (PostgreSQL unreachable,
@@ -304,3 +310,7 @@ class StateStore(Protocol):
     async def load_cached(self, now: float, limit: int) -> list[tuple[str, float, dict[str, Any]]]:
         """The newest ``limit`` unexpired entries as (key, expires_at, doc), least recently stored first
         (the order a start-up rebuilds its LRU in)."""
+
+    async def get_cached(self, key: str, now: float) -> tuple[float, dict[str, Any]] | None:
+        """One unexpired entry as (expires_at, doc), or None: how a replica finds an answer another
+        replica stored (a shared store); a local store answers from the entries it holds."""

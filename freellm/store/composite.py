@@ -20,6 +20,7 @@ from freellm.store.base import (
     StateStore,
     StatusFilter,
     UsageSnapshot,
+    shares_hot_state,
     store_health,
 )
 
@@ -32,6 +33,7 @@ class CompositeStore:
     def __init__(self, hot: StateStore, records: StateStore) -> None:
         self.hot = hot
         self.records = records
+        self.shared_hot_state = shares_hot_state(hot)
 
     # -- lifecycle: both halves ----------------------------------------------------------------------
     async def open(self) -> None:
@@ -109,6 +111,9 @@ class CompositeStore:
 
     async def load_cached(self, now: float, limit: int) -> list[tuple[str, float, dict[str, Any]]]:
         return await self.hot.load_cached(now, limit)
+
+    async def get_cached(self, key: str, now: float) -> tuple[float, dict[str, Any]] | None:
+        return await self.hot.get_cached(key, now)
 
     # -- durable records -----------------------------------------------------------------------------
     async def log_request(self, row: RequestLogRow) -> None:

@@ -447,6 +447,10 @@ class MemoryStore:
         live = [(key, exp, doc) for key, (exp, doc) in self._cached.items() if exp > now]
         return live[-limit:] if limit > 0 else []
 
+    async def get_cached(self, key: str, now: float) -> tuple[float, dict[str, Any]] | None:
+        entry = self._cached.get(key)
+        return entry if entry is not None and entry[0] > now else None
+
 
 _EMPTY_USAGE: Final = UsageSnapshot()
 
