@@ -3,7 +3,7 @@
 Each works one of two ways, chosen per invocation:
 
 * ``--config PATH``: straight on that config's data directory — the store the gateway uses, opened the
-  way ``keys rotate-master`` opens it, keys encrypted by the same :class:`KeyVault` under the same master
+  way the gateway opens it, keys encrypted by the same :class:`KeyVault` under the same master
   key. A gateway running on that directory re-reads the keys and the overlay (its settings watcher) and
   serves the change within 5 s.
 * ``--url URL --admin-key KEY`` (or ``FREELLM_URL`` / ``FREELLM_ADMIN_KEY``): through a running
@@ -114,16 +114,17 @@ class LocalBackend:
 
     @classmethod
     async def open(cls, settings: Settings, data_dir: Path) -> LocalBackend:
-        """Open the store, load the overlay and decrypt the stored keys with the master key the gateway
-        would use (``FREELLM_MASTER_KEY``, else ``master.key``, generated when absent)."""
+        """Open the store the gateway opens (the data directory's SQLite, or what ``storage`` names),
+        load the overlay and decrypt the stored keys with the master key the gateway would use
+        (``FREELLM_MASTER_KEY``, else ``master.key``, generated when absent)."""
         from freellm.admin.live import LiveConfig
         from freellm.admin.providers import reload_runtime_keys
         from freellm.routing.health import HEALTH_SETTING, KeyHealth
         from freellm.secrets import KeyVault, load_master_key
-        from freellm.store.factory import create_store
+        from freellm.store.factory import store_from_settings
 
         master = load_master_key(os.environ, data_dir)
-        store = create_store(data_dir, retention_days=settings.storage.request_log_retention_days)
+        store = store_from_settings(settings.storage, data_dir)
         await store.open()
         try:
             live = LiveConfig(settings, store)
