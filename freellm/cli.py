@@ -228,7 +228,7 @@ def cmd_keys_rotate_master(args: argparse.Namespace) -> int:
         parse_master_key,
         write_master_key,
     )
-    from freellm.store.factory import create_store
+    from freellm.store.factory import store_from_settings
 
     settings, data_dir = keys_data_dir(args)
     from_env = master_key_from_env(os.environ) is not None
@@ -268,7 +268,7 @@ def cmd_keys_rotate_master(args: argparse.Namespace) -> int:
             print(f"{MASTER_KEY_ENV}={key.hex()}", flush=True)
 
     async def rotate() -> int:
-        store = create_store(data_dir, retention_days=settings.storage.request_log_retention_days)
+        store = store_from_settings(settings.storage, data_dir)
         await store.open()
         try:
             vault = KeyVault(store, master)

@@ -4,7 +4,8 @@ A :class:`StreamRecorder` exists only for a request that may be stored (with the
 nothing is retained). It keeps every byte written after the commit, gives up — and frees what it held —
 once the stream passes ``max_bytes``, and remembers what makes a stream unfit to replay: a
 ``finish_reason: length`` (truncated), an in-band error after the commit. A stream is *complete* once its
-terminator was written; only then may it be stored, even if the client closes right after.
+terminator is rendered; only then may it be stored — which happens before the terminator is written, so
+the entry exists (on every replica) by the time the client can ask again.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ class StreamRecorder:
         self.errored = True
 
     def end(self, data: bytes) -> None:
-        """The terminator was written: the stream is complete."""
+        """The terminator is rendered: the stream is complete."""
         self.write(data)
         self.terminated = True
 

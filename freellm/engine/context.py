@@ -148,8 +148,10 @@ class Sink(Protocol):
     async def fail(self, attempt: Attempt, message: str) -> None:
         """After commit: report the error in-band in the client's wire and terminate the stream."""
 
-    async def end(self) -> None:
-        """Terminate a successful stream (e.g. ``[DONE]``)."""
+    async def end(self, outcome: TurnOutcome) -> None:
+        """Terminate a successful stream (e.g. ``[DONE]``). ``outcome`` is the turn's, complete: what
+        must be visible to the client's next request (the stored response, the session, the cache
+        entry) can be written before the terminator lets the client send it."""
 
 
 class CollectSink:
@@ -165,7 +167,7 @@ class CollectSink:
     async def fail(self, attempt: Attempt, message: str) -> None:
         return None
 
-    async def end(self) -> None:
+    async def end(self, outcome: TurnOutcome) -> None:
         return None
 
 

@@ -107,7 +107,8 @@ async def drive_attempt(
             )
             hedge.reschedule(None)
             await sink.send(attempt, out)
-            await sink.end()
+            outcome = _outcome(attempt, pump, ttfb_ms, upstream)
+            await sink.end(outcome)
     except TimeoutError as exc:
         if hedge.expired() and not sink.committed:
             raise HedgeExpired() from exc
@@ -125,7 +126,7 @@ async def drive_attempt(
         if upstream is not None:
             with contextlib.suppress(Exception):
                 await upstream.aclose()
-    return _outcome(attempt, pump, ttfb_ms, upstream)
+    return outcome
 
 
 def _outcome(

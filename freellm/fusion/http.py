@@ -315,7 +315,7 @@ class _JudgeSink:
     async def fail(self, attempt: Attempt, message: str) -> None:
         await self._reply.fail(attempt.route.provider, message)
 
-    async def end(self) -> None:
+    async def end(self, outcome: TurnOutcome) -> None:
         return None  # the summed usage and the terminator follow once the judge's tokens are booked
 
 

@@ -20,7 +20,7 @@ from aiohttp import web
 
 from freellm.cache.recorder import StreamRecorder
 from freellm.core.chunks import Chunk
-from freellm.engine.context import Attempt
+from freellm.engine.context import Attempt, TurnOutcome
 from freellm.server.headers import routing_headers
 
 __all__ = ["STREAM_HEADERS", "StreamRenderer", "StreamSink", "to_client"]
@@ -52,11 +52,16 @@ class StreamSink:
         header_max: int,
         recorder: StreamRecorder | None = None,
         commit_headers: Callable[[str], dict[str, str]] | None = None,
+        before_end: Callable[[TurnOutcome], Awaitable[None]] | None = None,
     ) -> None:
         """``recorder``: only for a request the cache may store; it sees every byte written.
-        ``commit_headers``: more headers for the route that commits (its label), e.g. the session's."""
+        ``commit_headers``: more headers for the route that commits (its label), e.g. the session's.
+        ``before_end``: awaited after the terminator is rendered (and recorded) but before it is
+        written — the client can send its next request only once it has it, so what that request may
+        need (stored response, session, cache entry) is written there, visible to every replica."""
         self._request = request
         self._recorder = recorder
+        self._before_end = before_end
         self._commit_headers = commit_headers
         self._renderer = renderer
         self._base_headers = base_headers
@@ -93,12 +98,14 @@ class StreamSink:
             self._recorder.fail()
         await to_client(response.write(self._renderer.stream_error(attempt.route.provider, message)))
 
-    async def end(self) -> None:
+    async def end(self, outcome: TurnOutcome) -> None:
         if self.response is not None:
             data = self._renderer.done()
-            await to_client(self.response.write(data))
             if self._recorder is not None:
                 self._recorder.end(data)
+            if self._before_end is not None:
+                await self._before_end(outcome)
+            await to_client(self.response.write(data))
 
 
 async def to_client(io: Awaitable[object]) -> None:

@@ -120,6 +120,15 @@ async def respond_turn(
         req = prepared.req
         if req.stream:
             recorder = StreamRecorder(settings.cache.stream_max_bytes) if ctx.cache_key is not None else None
+
+            async def before_end(done: TurnOutcome) -> None:
+                # Before the terminator: the client's next request may land on any replica.
+                await _after_turn(gw, ctx, prepared, done)
+                if on_complete is not None:
+                    await on_complete(done)
+                if recorder is not None:
+                    await _store_stream(gw, ctx, recorder, renderer.content_type, done)
+
             sink = StreamSink(
                 request,
                 renderer,
@@ -128,19 +137,11 @@ async def respond_turn(
                 header_max=header_max,
                 recorder=recorder,
                 commit_headers=ctx.session_reply_header,
+                before_end=before_end,
             )
             try:
                 outcome = await gw.engine.run_turn(ctx, prepared, sink)
-                if outcome.committed_error is None:
-                    await _after_turn(gw, ctx, prepared, outcome)
-                    if on_complete is not None:
-                        await on_complete(outcome)
-                if recorder is not None:
-                    await _store_stream(gw, ctx, recorder, renderer.content_type, outcome)
             except asyncio.CancelledError:
-                if recorder is not None:
-                    # The terminator may have been written before the client left: then it is complete.
-                    await _store_stream(gw, ctx, recorder, renderer.content_type, outcome)
                 if sink.response is None or not gw.claim_interrupt(task):
                     raise
                 if outcome is None:  # the shutdown grace ran out mid-stream: end it in-band, never cut it
@@ -225,23 +226,19 @@ async def _store_json(gw: Gateway, ctx: RequestContext, body: bytes, outcome: Tu
 
 
 async def _store_stream(
-    gw: Gateway, ctx: RequestContext, recorder: StreamRecorder, content_type: str, outcome: TurnOutcome | None
+    gw: Gateway, ctx: RequestContext, recorder: StreamRecorder, content_type: str, outcome: TurnOutcome
 ) -> None:
-    """Store a complete stream: terminated, no in-band error, not truncated, within the byte ceiling.
-    ``outcome`` is None when the client left after the terminator but before the engine returned."""
-    if ctx.cache_key is None or not recorder.storable:
-        return
-    if outcome is not None and outcome.committed_error is not None:
+    """Store a complete stream: terminated, no in-band error, not truncated, within the byte ceiling."""
+    if ctx.cache_key is None or not recorder.storable or outcome.committed_error is not None:
         return
     await gw.cache.put(
         ctx.cache_key,
         "stream",
         recorder.payload(),
         content_type=content_type,
-        tokens=outcome.tokens_in + outcome.tokens_out if outcome is not None else 0,
-        route=outcome.attempt.route.label if outcome is not None else "",
+        tokens=outcome.tokens_in + outcome.tokens_out,
+        route=outcome.attempt.route.label,
     )
-    ctx.cache_key = None  # stored once, whichever path got here first
 
 
 def _shutting_down() -> ClientError:

@@ -268,6 +268,28 @@ def test_stream_closed_right_after_terminator_is_stored(make_gateway: MakeGatewa
     assert chat(gw, stream=True).headers["X-FreeLLM-Cache"] == "HIT"
 
 
+def test_a_stream_is_stored_before_its_terminator_reaches_the_client(
+    make_gateway: MakeGateway, sim_control: SimControl
+) -> None:
+    """The client can ask again as soon as it has the terminator — while the first response is still
+    open — and gets a hit: the entry was written before the terminator (so on a fleet, every replica
+    has it; docs/deployment.md)."""
+    gw, alpha = cached_gateway(make_gateway)
+    with httpx.Client(timeout=15) as client, client.stream(
+        "POST",
+        f"{gw.v1}/chat/completions",
+        json={"model": "auto", "stream": True, "messages": [{"role": "user", "content": "Say hello."}]},
+        headers=OPENAI_AUTH,
+    ) as first:
+        assert first.headers["X-FreeLLM-Cache"] == "MISS"
+        lines = first.iter_lines()
+        assert any(line == "data: [DONE]" for line in lines)  # stops reading at the terminator
+        again = chat(gw, stream=True)
+        assert again.headers["X-FreeLLM-Cache"] == "HIT"
+        assert "data: [DONE]" in again.text
+    assert calls(sim_control, alpha) == 1
+
+
 def test_stream_over_the_byte_ceiling_is_served_but_not_stored(make_gateway: MakeGateway, sim_control: SimControl) -> None:
     gw, alpha = cached_gateway(make_gateway, stream_max_bytes=200)
     sim_control.script(alpha, {"text": "A long answer " * 40, "chunks": 10}, times=2)

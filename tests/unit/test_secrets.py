@@ -342,7 +342,8 @@ async def test_two_processes_changing_keys_keep_each_others(tmp_path: Path) -> N
         assert await served.load() == [] and await changer.load() == []
         await changer.add("groq", SECRET)  # the gateway's vault has not seen it…
         await served.add("mistral", SECRET2)  # …and its change keeps it
-        assert [(k.provider, k.secret) for k in served.keys()] == [("groq", SECRET), ("mistral", SECRET2)]
+        kept = served.keys(None)
+        assert [(k.provider, k.secret) for k in kept] == [("groq", SECRET), ("mistral", SECRET2)]
         assert SETTING_NAME in await cli.refresh_settings([SETTING_NAME, "unrelated"])
         assert await cli.refresh_settings([SETTING_NAME]) == {}  # nothing new since
         assert [k.secret for k in await changer.load()] == [SECRET, SECRET2]
