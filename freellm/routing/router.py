@@ -6,7 +6,7 @@ with a sticky session's route first. :meth:`Router.check` gates one route: the r
 its capabilities, retirement, the model's bench, then each key — its health, its cooldown (learned
 windows included) and its rate windows with in-flight leases, against the configured limits merged
 with the learned ones. :meth:`Router.pick` takes the first route that passes and a lease for its token
-estimate (released by the fallback loop); :meth:`Router.examine` runs the same checks over every
+estimate (released by the fallback loop), the key's rate check and its lease in one atomic store step; :meth:`Router.examine` runs the same checks over every
 route without side effects (the explain route, fusion's panel, exhaustion without an attempt).
 
 Keys of one route take turns (round-robin); under a scored strategy, once they have statistics, they
@@ -87,6 +87,8 @@ class RouteCheck:
     key_index: int = 0
     diagnostics: list[RouteDiagnostic] = field(default_factory=list)
     frees_at: float | None = None
+    lease_id: str = ""
+    """The lease taken on ``key`` (only by :meth:`Router.pick`; :meth:`Router.check` takes none)."""
 
     @property
     def skip(self) -> str | None:
@@ -230,19 +232,21 @@ class Router:
     # ---- gates ----------------------------------------------------------------------------------------
 
     async def pick(self, plan: Plan, needs: Needs, skip: SkipSets, now: float) -> Pick:
+        """The first route whose gates pass, with a lease on its key taken in the same atomic step as
+        the key's rate check (``StateStore.acquire_lease_within``): replicas sharing the store can
+        never both take a key's last slot — the one that loses sees the key at its limit and goes on
+        to the next key or route."""
         diagnostics: list[RouteDiagnostic] = []
         frees_at: float | None = None
+        lease_ttl = self._settings.fallback.lease_ttl_s
         for route in self.order(plan):
-            check = await self.check(route, needs, skip, now, scored=plan.strategy != "priority")
+            check = await self._gate(route, needs, skip, now, plan.strategy != "priority", lease_ttl)
             diagnostics += check.diagnostics
             if check.frees_at is not None and (frees_at is None or check.frees_at < frees_at):
                 frees_at = check.frees_at
             if check.key is not None:
                 self._rr[route.label] = check.key_index + 1
-                scope = key_scope(route.provider, route.model, check.key.key_id)
-                lease_ttl = self._settings.fallback.lease_ttl_s
-                lease_id = await self._store.acquire_lease(scope, needs.estimate, now, lease_ttl)
-                return Pick((route, check.key), lease_id, diagnostics)
+                return Pick((route, check.key), check.lease_id, diagnostics)
         return Pick(None, "", diagnostics, frees_at)
 
     async def examine(self, plan: Plan, needs: Needs, now: float) -> list[RouteCheck]:
@@ -253,6 +257,14 @@ class Router:
     async def check(
         self, route: ModelRoute, needs: Needs, skip: SkipSets, now: float, *, scored: bool = False
     ) -> RouteCheck:
+        """One route's gates, without side effects (no lease is taken)."""
+        return await self._gate(route, needs, skip, now, scored, None)
+
+    async def _gate(
+        self, route: ModelRoute, needs: Needs, skip: SkipSets, now: float, scored: bool, lease_ttl: float | None
+    ) -> RouteCheck:
+        """:meth:`check`, and with ``lease_ttl`` also the lease of the key that passes: its rate check
+        and its lease are one store operation, so the verdict cannot go stale in between."""
         label = route.label
         out = RouteCheck(route)
         diagnostics = out.diagnostics
@@ -290,9 +302,15 @@ class Router:
                 detail = f"key{idx + 1} cooling down for {cooldown.until - now:.0f}s"
                 diagnostics.append(RouteDiagnostic(label, kind, detail))
                 continue
-            usage = await self._store.usage(scope, now)
+            if lease_ttl is None:
+                usage = await self._store.usage(scope, now)
+            else:
+                lease_id, usage = await self._store.acquire_lease_within(scope, needs.estimate, now, lease_ttl, limits)
+                if lease_id is not None:
+                    out.key, out.key_index, out.lease_id = key, idx, lease_id
+                    return out
             verdict = check_limits(limits, usage, needs.estimate)
-            if not verdict.ok:
+            if not verdict.ok or lease_ttl is not None:  # a refused lease is a key at its limit
                 diagnostics.append(RouteDiagnostic(label, verdict.reason or "rpm", f"key{idx + 1} at its limit"))
                 retry_at = verdict.retry_at
                 if retry_at is not None and (out.frees_at is None or retry_at < out.frees_at):

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import orjson
+
+if TYPE_CHECKING:
+    from freellm.config import ModelLimits
 
 __all__ = [
     "FUSION_ROUTE",
@@ -31,6 +34,7 @@ __all__ = [
     "nearest_rank",
     "route_order",
     "setting_object",
+    "within_limits",
 ]
 
 
@@ -191,6 +195,24 @@ def shares_hot_state(store: object) -> bool:
     return bool(getattr(store, "shared_hot_state", False))
 
 
+def within_limits(limits: ModelLimits, usage: UsageSnapshot, tokens: int) -> bool:
+    """Whether one more request of ``tokens`` fits ``limits`` given ``usage`` (windows plus leases).
+
+    The arithmetic of :func:`freellm.routing.limits.check_limits` reduced to its yes/no, here so a
+    backend can run it inside its own atomic section (``acquire_lease_within``) without importing the
+    router: requests deny at ``used + leased >= limit``, tokens at ``used + leased + tokens > limit``;
+    a ``None`` limit is unknown, i.e. unlimited. A Redis Lua script repeats it (keep them in step)."""
+    leased = usage.leased_requests
+    if limits.rpd is not None and usage.requests_day + leased >= limits.rpd:
+        return False
+    if limits.rpm is not None and usage.requests_minute + leased >= limits.rpm:
+        return False
+    leased_tokens = usage.leased_tokens + tokens
+    if limits.tpd is not None and usage.tokens_day + leased_tokens > limits.tpd:
+        return False
+    return not (limits.tpm is not None and usage.tokens_minute + leased_tokens > limits.tpm)
+
+
 def store_health(store: object) -> dict[str, str]:
     """A store's degraded parts — its ``health()`` when it has one, e.g. ``{"state": "local"}`` (Redis
     unreachable, hot state kept per process) or ``{"records": "buffering"}`` (PostgreSQL unreachable,
@@ -233,6 +255,18 @@ class StateStore(Protocol):
 
     async def acquire_lease(self, scope: str, tokens: int, now: float, ttl_s: float) -> str:
         """Reserve one in-flight request and its token estimate; returns a lease id."""
+
+    async def acquire_lease_within(
+        self, scope: str, tokens: int, now: float, ttl_s: float, limits: ModelLimits
+    ) -> tuple[str | None, UsageSnapshot]:
+        """Check-and-lease as one atomic step: the scope's usage (windows and live leases) and, when one
+        more request of ``tokens`` fits ``limits`` (:func:`within_limits`), a lease taken on it.
+
+        Returns ``(lease_id, usage)``, or ``(None, usage)`` when the request does not fit; ``usage`` is
+        what the decision saw, before the new lease. Atomic across every process sharing the backend, so
+        two replicas can never both take a scope's last slot (a separate ``usage`` then
+        ``acquire_lease`` could)."""
+        ...
 
     async def release_lease(self, scope: str, lease_id: str) -> None:
         """Release a lease. Idempotent: releasing twice or an expired lease is a no-op."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Collection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from freellm.store.base import (
     Analytics,
@@ -23,6 +23,9 @@ from freellm.store.base import (
     shares_hot_state,
     store_health,
 )
+
+if TYPE_CHECKING:
+    from freellm.config import ModelLimits
 
 __all__ = ["CompositeStore"]
 
@@ -78,6 +81,11 @@ class CompositeStore:
 
     async def acquire_lease(self, scope: str, tokens: int, now: float, ttl_s: float) -> str:
         return await self.hot.acquire_lease(scope, tokens, now, ttl_s)
+
+    async def acquire_lease_within(
+        self, scope: str, tokens: int, now: float, ttl_s: float, limits: ModelLimits
+    ) -> tuple[str | None, UsageSnapshot]:
+        return await self.hot.acquire_lease_within(scope, tokens, now, ttl_s, limits)
 
     async def release_lease(self, scope: str, lease_id: str) -> None:
         await self.hot.release_lease(scope, lease_id)

@@ -29,7 +29,7 @@ import itertools
 import secrets
 from collections import OrderedDict, deque
 from collections.abc import Collection, Iterable, Iterator
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from freellm.store.base import (
     Analytics,
@@ -41,7 +41,11 @@ from freellm.store.base import (
     is_fusion_turn,
     nearest_rank,
     route_order,
+    within_limits,
 )
+
+if TYPE_CHECKING:
+    from freellm.config import ModelLimits
 
 __all__ = ["DAY_S", "MINUTE_S", "MemoryStore", "analytics_of"]
 
@@ -293,6 +297,17 @@ class MemoryStore:
             leases = self._leases[scope] = {}
         leases[lease_id] = (tokens, now + ttl_s)
         return lease_id
+
+    async def acquire_lease_within(
+        self, scope: str, tokens: int, now: float, ttl_s: float, limits: ModelLimits
+    ) -> tuple[str | None, UsageSnapshot]:
+        """Atomic because nothing here suspends: no other request of this process runs between the
+        usage read and the lease (subclasses that combine other processes' counters into ``usage``
+        inherit it unchanged — their sharing is eventual by design)."""
+        usage = await self.usage(scope, now)
+        if not within_limits(limits, usage, tokens):
+            return None, usage
+        return await self.acquire_lease(scope, tokens, now, ttl_s), usage
 
     async def release_lease(self, scope: str, lease_id: str) -> None:
         leases = self._leases.get(scope)

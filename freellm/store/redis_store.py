@@ -1,0 +1,560 @@
+"""``RedisHotStore``: the hot state of a fleet of replicas in one Redis (docs/deployment.md).
+
+What every replica must agree on for the client's *next* request — cooldowns, the sliding 60 s / 24 h
+request and token windows, in-flight leases, ladder/bench events, sticky sessions, cached answers — is
+kept in Redis under ``<namespace>:``, each write awaited before the method returns (no write-behind:
+the next turn may land on any replica). The read-decide-write operations are Lua scripts
+(:mod:`freellm.store.redis_lua`), so each is atomic and one round trip; ``acquire_lease_within`` is the
+router's check-and-lease, so two replicas can never both take a key's last slot.
+
+It *is* a :class:`MemoryStore`: the durable-record half (request log, settings, stored responses) is
+never asked of it — :class:`~freellm.store.composite.CompositeStore` sends those elsewhere — and the
+inherited in-memory hot state is the fallback. When Redis is unreachable (refused, or silent past
+``timeout_ms``) the store degrades: every hot operation runs on this process's memory, Redis is not
+tried again per request (no timeouts piling up), one warning is logged, and a background task PINGs
+with backoff (0.5 s doubling to 10 s) until Redis answers, then one info line and Redis is used again.
+What was counted locally meanwhile stays local: losing Redis costs routing accuracy, not availability.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import math
+import secrets
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+from urllib.parse import urlsplit
+
+import orjson
+import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import AuthenticationError, RedisError, ResponseError
+
+from freellm.store import redis_lua
+from freellm.store.base import CooldownRecord, UsageSnapshot, within_limits
+from freellm.store.memory import DAY_S, MINUTE_S, MemoryStore
+
+if TYPE_CHECKING:
+    from redis.commands.core import AsyncScript
+
+    from freellm.config import ModelLimits
+
+__all__ = ["RedisHotStore", "RedisStartError", "redact_url"]
+
+log = logging.getLogger("freellm.store")
+
+_T = TypeVar("_T")
+
+_MINUTE_BUCKET_S: Final = 1.0
+_DAY_BUCKET_S: Final = 60.0
+_USAGE_TTL_MS: Final = int((DAY_S + _DAY_BUCKET_S + 60.0) * 1000)
+"""A scope's window hash outlives its newest bucket by the day window plus a bucket (then a margin)."""
+_GRACE_MS: Final = 1000
+"""Redis keeps an entry this much past its logical expiry: reads compare with the caller's ``now``
+(which may lag the server's clock a little), Redis' TTL is only the garbage collector."""
+_EVENT_CAP: Final = 10_000
+_RECONNECT_FIRST_S: Final = 0.5
+_RECONNECT_MAX_S: Final = 10.0
+_OUTAGE: Final = (RedisError, OSError, TimeoutError)
+"""What makes Redis "unreachable" for this store (a ``ResponseError`` too: a Redis that answers with
+errors — read-only replica, out of memory — cannot hold the fleet's state either)."""
+
+
+class RedisStartError(RuntimeError):
+    """Redis answered but refused this gateway (wrong password, unknown database): a configuration
+    problem, not an outage, so the gateway must not start on local state and hide it."""
+
+
+def redact_url(url: str) -> str:
+    """``url`` without its credentials, for logs: ``redis://user:pw@host:6379/0`` →
+    ``redis://***@host:6379/0`` (a URL that cannot be parsed is not shown at all)."""
+    try:
+        parts = urlsplit(url)
+        netloc = parts.netloc
+        if "@" in netloc:
+            netloc = "***@" + netloc.rpartition("@")[2]
+        return f"{parts.scheme}://{netloc}{parts.path}"  # the query (``?password=``) is dropped too
+    except ValueError:
+        return "<redis url>"
+
+
+class _Local:
+    """The marker of "Redis was not used": the caller answers from memory instead."""
+
+
+_LOCAL: Final = _Local()
+
+
+def _f(x: float) -> str:
+    """A float as Redis and Lua read it back exactly."""
+    return repr(float(x))
+
+
+def _px(expires_at: float) -> int:
+    """Milliseconds Redis keeps an entry that expires at ``expires_at`` (wall clock, plus the grace)."""
+    return max(0, math.ceil((expires_at - time.time()) * 1000)) + _GRACE_MS
+
+
+def _s(raw: bytes | str) -> str:
+    return raw.decode() if isinstance(raw, bytes) else raw
+
+
+def _entry(raw: bytes) -> tuple[float, Any]:
+    """A stored ``"<expires_at> <json>"`` value."""
+    head, _, body = raw.partition(b" ")
+    return float(head), orjson.loads(body)
+
+
+def _snapshot(row: list[int]) -> UsageSnapshot:
+    """The USAGE script's reply: minute R/T/oldest, day R/T/oldest, leased n/tokens (oldest -1: empty)."""
+    mr, mt, mlo, dr, dt, dlo, n, tok = (int(v) for v in row)
+    return UsageSnapshot(
+        requests_minute=mr,
+        requests_day=dr,
+        tokens_minute=mt,
+        tokens_day=dt,
+        leased_requests=n,
+        leased_tokens=tok,
+        minute_frees_at=None if mlo < 0 else (mlo + 1) * _MINUTE_BUCKET_S + MINUTE_S,
+        day_frees_at=None if dlo < 0 else (dlo + 1) * _DAY_BUCKET_S + DAY_S,
+    )
+
+
+class _Scripts:
+    """The registered scripts (EVALSHA, re-loaded by redis-py after a server restart)."""
+
+    def __init__(self, client: aioredis.Redis) -> None:
+        reg = client.register_script
+        self.usage: AsyncScript = reg(redis_lua.USAGE)
+        self.record_usage: AsyncScript = reg(redis_lua.RECORD_USAGE)
+        self.acquire: AsyncScript = reg(redis_lua.ACQUIRE)
+        self.acquire_within: AsyncScript = reg(redis_lua.ACQUIRE_WITHIN)
+        self.release: AsyncScript = reg(redis_lua.RELEASE)
+        self.lease_count: AsyncScript = reg(redis_lua.LEASE_COUNT)
+        self.set_cooldown: AsyncScript = reg(redis_lua.SET_COOLDOWN)
+        self.active_cooldowns: AsyncScript = reg(redis_lua.ACTIVE_COOLDOWNS)
+        self.events: AsyncScript = reg(redis_lua.EVENTS)
+        self.put_budgeted: AsyncScript = reg(redis_lua.PUT_BUDGETED)
+        self.load_cached: AsyncScript = reg(redis_lua.LOAD_CACHED)
+        self.clear_cached: AsyncScript = reg(redis_lua.CLEAR_CACHED)
+
+
+class RedisHotStore(MemoryStore):
+    """The hot-state half of a fleet's store (see the module); ``namespace`` prefixes every key."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        namespace: str,
+        timeout_ms: int,
+        reconnect_first_s: float = _RECONNECT_FIRST_S,
+        reconnect_max_s: float = _RECONNECT_MAX_S,
+    ) -> None:
+        super().__init__()
+        self._url = url
+        self._where = redact_url(url)
+        self._p = f"{namespace}:"
+        self._timeout_s = timeout_ms / 1000
+        self._reconnect_first_s = reconnect_first_s
+        self._reconnect_max_s = reconnect_max_s
+        self._client: aioredis.Redis | None = None
+        self._scripts: _Scripts | None = None
+        self._degraded = False
+        self._reconnect: asyncio.Task[None] | None = None
+        self._ids: Iterator[int] = itertools.count(1)
+        self._id_prefix = secrets.token_hex(6)
+        self._lease_now = 0.0
+        """Newest ``now`` a lease operation of this process saw (``lease_count`` takes none)."""
+        self._cache_budget = 0
+        """The response cache's entry budget, learned from ``load_cached(limit=max_entries)`` at start-up:
+        the entries in Redis are trimmed to it (least recently stored first) — one budget for the fleet."""
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+    async def open(self) -> None:
+        """Connect (bounded by ``timeout_ms``). Unreachable → start degraded; refused → RedisStartError."""
+        await super().open()
+        client = aioredis.from_url(
+            self._url,
+            socket_timeout=self._timeout_s,
+            socket_connect_timeout=self._timeout_s,
+            retry=Retry(NoBackoff(), 0),  # a failed call degrades at once; the reconnect task retries
+            health_check_interval=0,
+        )
+        self._client = client
+        self._scripts = _Scripts(client)
+        try:
+            async with asyncio.timeout(self._timeout_s):
+                await client.ping()
+        except AuthenticationError:
+            await client.aclose()
+            self._client = None
+            raise RedisStartError(f"Redis at {self._where} refused the login (storage.redis_url)") from None
+        except ResponseError as exc:
+            await client.aclose()
+            self._client = None
+            raise RedisStartError(f"Redis at {self._where} refused the connection: {exc}") from None
+        except _OUTAGE as exc:
+            self._degrade(exc)
+
+    async def close(self) -> None:
+        task, self._reconnect = self._reconnect, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        client, self._client = self._client, None
+        if client is not None:
+            with contextlib.suppress(*_OUTAGE):
+                await client.aclose()
+        await super().close()
+
+    def health(self) -> dict[str, str]:
+        """``{"state": "local"}`` while Redis is unreachable (hot state per process), else {}."""
+        return {"state": "local"} if self._degraded else {}
+
+    # -- degradation --------------------------------------------------------------------------------
+    async def _run(self, op: Callable[[aioredis.Redis, _Scripts], Awaitable[_T]]) -> _T | _Local:
+        """``op`` on Redis within ``timeout_ms``, or ``_LOCAL`` when degraded (now or by this failure)."""
+        client, scripts = self._client, self._scripts
+        if self._degraded or client is None or scripts is None:
+            return _LOCAL
+        try:
+            async with asyncio.timeout(self._timeout_s):
+                return await op(client, scripts)
+        except _OUTAGE as exc:
+            self._degrade(exc)
+            return _LOCAL
+
+    def _degrade(self, exc: BaseException) -> None:
+        if self._degraded:
+            return
+        self._degraded = True
+        # A server's error reply names its cause (never the URL); a network error's text may hold the host only.
+        cause = f"{type(exc).__name__}: {exc}" if isinstance(exc, ResponseError) else type(exc).__name__
+        log.warning(
+            "Redis hot state at %s unreachable (%s): serving on this process's local state until it answers",
+            self._where,
+            cause,
+        )
+        if self._reconnect is None or self._reconnect.done():
+            self._reconnect = asyncio.get_running_loop().create_task(
+                self._reconnect_loop(), name="freellm-redis-reconnect"
+            )
+
+    async def _reconnect_loop(self) -> None:
+        delay = self._reconnect_first_s
+        while True:
+            await asyncio.sleep(delay)
+            client = self._client
+            if client is None:
+                return
+            try:
+                async with asyncio.timeout(self._timeout_s):
+                    await client.ping()
+            except _OUTAGE:
+                delay = min(delay * 2, self._reconnect_max_s)
+                continue
+            self._degraded = False
+            log.info("Redis hot state at %s answers again: hot state is shared again", self._where)
+            return
+
+    # -- keys -----------------------------------------------------------------------------------------
+    def _k(self, *parts: str) -> str:
+        return self._p + ":".join(parts)
+
+    def _next_id(self) -> str:
+        return f"r{self._id_prefix}-{next(self._ids)}"
+
+    # -- cooldowns ------------------------------------------------------------------------------------
+    async def get_cooldown(self, scope: str, now: float) -> CooldownRecord | None:
+        key = self._k("cd")
+
+        async def op(r: aioredis.Redis, _: _Scripts) -> bytes | None:
+            raw = await r.hget(key, scope)
+            return raw if isinstance(raw, bytes) else None
+
+        raw = await self._run(op)
+        if isinstance(raw, _Local):
+            return await super().get_cooldown(scope, now)
+        if raw is None:
+            return None
+        record = _cooldown(raw)
+        return record if record.until > now else None
+
+    async def set_cooldown(self, scope: str, record: CooldownRecord) -> None:
+        value = _f(record.until) + " " + orjson.dumps([record.source, record.reason]).decode()
+        key = self._k("cd")
+
+        async def op(_: aioredis.Redis, s: _Scripts) -> object:
+            return await s.set_cooldown(keys=[key], args=[scope, _f(record.until), value])
+
+        if isinstance(await self._run(op), _Local):
+            await super().set_cooldown(scope, record)
+
+    async def clear_cooldown(self, scope: str) -> None:
+        key = self._k("cd")
+
+        async def op(r: aioredis.Redis, _: _Scripts) -> object:
+            return await r.hdel(key, scope)
+
+        if isinstance(await self._run(op), _Local):
+            await super().clear_cooldown(scope)
+        else:
+            self._cooldowns.pop(scope, None)  # one set while degraded must not come back later
+
+    async def active_cooldowns(self, now: float) -> dict[str, CooldownRecord]:
+        key = self._k("cd")
+
+        async def op(_: aioredis.Redis, s: _Scripts) -> list[bytes]:
+            out: list[bytes] = await s.active_cooldowns(keys=[key], args=[_f(now)])
+            return out
+
+        flat = await self._run(op)
+        if isinstance(flat, _Local):
+            return await super().active_cooldowns(now)
+        return {_s(flat[i]): _cooldown(flat[i + 1]) for i in range(0, len(flat), 2)}
+
+    # -- rate windows ---------------------------------------------------------------------------------
+    def _usage_keys(self, scope: str) -> list[str]:
+        return [self._k("u", scope), self._k("l", scope), self._k("L")]
+
+    async def usage(self, scope: str, now: float) -> UsageSnapshot:
+        if now > self._lease_now:
+            self._lease_now = now
+        keys = self._usage_keys(scope)
+
+        async def op(_: aioredis.Redis, s: _Scripts) -> list[int]:
+            row: list[int] = await s.usage(keys=keys, args=[_f(now)])
+            return row
+
+        row = await self._run(op)
+        if isinstance(row, _Local):
+            return await super().usage(scope, now)
+        local = self._leases.get(scope)
+        snap = _snapshot(row)
+        if local:  # leases taken while degraded still count until they are released
+            extra = await super().usage(scope, now)
+            snap = _with_leases(snap, extra.leased_requests, extra.leased_tokens)
+        return snap
+
+    async def record_usage(self, scope: str, tokens: int, now: float) -> None:
+        key = self._k("u", scope)
+        args: list[str | int] = [
+            _f(now),
+            int(now // _MINUTE_BUCKET_S),
+            int(now // _DAY_BUCKET_S),
+            int(tokens),
+            _USAGE_TTL_MS,
+        ]
+
+        async def op(_: aioredis.Redis, s: _Scripts) -> object:
+            return await s.record_usage(keys=[key], args=args)
+
+        if isinstance(await self._run(op), _Local):
+            await super().record_usage(scope, tokens, now)
+
+    # -- leases ---------------------------------------------------------------------------------------
+    def _lease_args(self, tokens: int, now: float, ttl_s: float) -> tuple[str, list[str | int]]:
+        if now > self._lease_now:
+            self._lease_now = now
+        lease_id = self._next_id()
+        ttl_ms = max(1, math.ceil(ttl_s * 1000)) + _GRACE_MS
+        return lease_id, [_f(now), lease_id, _f(now + ttl_s), int(tokens), ttl_ms]
+
+    async def acquire_lease(self, scope: str, tokens: int, now: float, ttl_s: float) -> str:
+        lease_id, args = self._lease_args(tokens, now, ttl_s)
+        keys = [self._k("l", scope), self._k("L"), self._k("lnow")]
+
+        async def op(_: aioredis.Redis, s: _Scripts) -> object:
+            return await s.acquire(keys=keys, args=args)
+
+        if isinstance(await self._run(op), _Local):
+            return await super().acquire_lease(scope, tokens, now, ttl_s)
+        return lease_id
+
+    async def acquire_lease_within(
+        self, scope: str, tokens: int, now: float, ttl_s: float, limits: ModelLimits
+    ) -> tuple[str | None, UsageSnapshot]:
+        """One Lua script: prune the windows, count the live leases, check ``limits`` and lease."""
+        if self._leases.get(scope):
+            # Leases taken here while Redis was away still hold slots: decide on the combined
+            # figures (two steps, each atomic; only until those few leases are released).
+            usage = await self.usage(scope, now)
+            if not within_limits(limits, usage, tokens):
+                return None, usage
+            return await self.acquire_lease(scope, tokens, now, ttl_s), usage
+        lease_id, args = self._lease_args(tokens, now, ttl_s)
+        keys = [*self._usage_keys(scope), self._k("lnow")]
+        limit_args: list[str | int] = [
+            "" if v is None else int(v) for v in (limits.rpm, limits.rpd, limits.tpm, limits.tpd)
+        ]
+
+        async def op(_: aioredis.Redis, s: _Scripts) -> list[int]:
+            row: list[int] = await s.acquire_within(keys=keys, args=[*args, *limit_args])
+            return row
+
+        row = await self._run(op)
+        if isinstance(row, _Local):
+            return await super().acquire_lease_within(scope, tokens, now, ttl_s, limits)
+        usage = _snapshot(row[1:])
+        return (lease_id if int(row[0]) else None), usage
+
+    async def release_lease(self, scope: str, lease_id: str) -> None:
+        local = self._leases.get(scope)
+        if local is not None and lease_id in local:  # taken while degraded: it lives in memory
+            await super().release_lease(scope, lease_id)
+            return
+        keys = [self._k("l", scope), self._k("L")]
+
+        async def op(_: aioredis.Redis, s: _Scripts) -> object:
+            return await s.release(keys=keys, args=[lease_id])
+
+        await self._run(op)  # unreachable: the lease expires in Redis by itself
+
+    async def lease_count(self) -> int:
+        keys = [self._k("L"), self._k("lnow")]
+        now = self._lease_now
+
+        async def op(_: aioredis.Redis, s: _Scripts) -> int:
+            return int(await s.lease_count(keys=keys, args=[_f(now)]))
+
+        shared = await self._run(op)
+        local = await super().lease_count()
+        return local if isinstance(shared, _Local) else shared + local
+
+    # -- events ---------------------------------------------------------------------------------------
+    async def _redis_events(
+        self, name: str, scope: str, now: float, window_s: float, member: str
+    ) -> int | _Local:
+        keys = [self._k("e", name + "\x1f" + scope), self._k("eh", name + "\x1f" + scope)]
+
+        async def op(_: aioredis.Redis, s: _Scripts) -> int:
+            return int(await s.events(keys=keys, args=[_f(now), _f(window_s), member, _EVENT_CAP]))
+
+        return await self._run(op)
+
+    async def add_event(self, name: str, scope: str, now: float, window_s: float) -> int:
+        n = await self._redis_events(name, scope, now, window_s, f"{_f(now)}:{self._next_id()}")
+        return await super().add_event(name, scope, now, window_s) if isinstance(n, _Local) else n
+
+    async def count_events(self, name: str, scope: str, now: float, window_s: float) -> int:
+        n = await self._redis_events(name, scope, now, window_s, "")
+        return await super().count_events(name, scope, now, window_s) if isinstance(n, _Local) else n
+
+    async def clear_events(self, name: str, scope: str) -> None:
+        keys = [self._k("e", name + "\x1f" + scope), self._k("eh", name + "\x1f" + scope)]
+
+        async def op(r: aioredis.Redis, _: _Scripts) -> object:
+            return await r.delete(*keys)
+
+        await super().clear_events(name, scope)
+        await self._run(op)
+
+    # -- sessions -------------------------------------------------------------------------------------
+    async def get_session(self, key: str, now: float) -> dict[str, Any] | None:
+        name = self._k("s", key)
+
+        async def op(r: aioredis.Redis, _: _Scripts) -> bytes | None:
+            raw = await r.get(name)
+            return raw if isinstance(raw, bytes) else None
+
+        raw = await self._run(op)
+        if isinstance(raw, _Local):
+            return await super().get_session(key, now)
+        if raw is None:
+            return None
+        expires_at, doc = _entry(raw)
+        return doc if expires_at > now and isinstance(doc, dict) else None
+
+    async def put_session(self, key: str, doc: dict[str, Any], expires_at: float, max_sessions: int) -> None:
+        value = _f(expires_at).encode() + b" " + orjson.dumps(doc)
+        keys = [self._k("s", key), self._k("S"), self._k("Sseq")]
+        args: list[str | bytes | int] = [key, value, _px(expires_at), max(1, max_sessions), self._k("s", "")]
+
+        async def op(_: aioredis.Redis, s: _Scripts) -> object:
+            return await s.put_budgeted(keys=keys, args=args)
+
+        if isinstance(await self._run(op), _Local):
+            await super().put_session(key, doc, expires_at, max_sessions)
+
+    # -- response cache -------------------------------------------------------------------------------
+    async def put_cached(self, key: str, doc: dict[str, Any], expires_at: float) -> None:
+        value = _f(expires_at).encode() + b" " + orjson.dumps(doc)
+        keys = [self._k("c", key), self._k("C"), self._k("Cseq")]
+        args: list[str | bytes | int] = [key, value, _px(expires_at), self._cache_budget, self._k("c", "")]
+
+        async def op(_: aioredis.Redis, s: _Scripts) -> object:
+            return await s.put_budgeted(keys=keys, args=args)
+
+        if isinstance(await self._run(op), _Local):
+            await super().put_cached(key, doc, expires_at)
+
+    async def delete_cached(self, keys: list[str]) -> None:
+        await super().delete_cached(keys)
+        if not keys:
+            return
+        names = [self._k("c", k) for k in keys]
+        order = self._k("C")
+
+        async def op(r: aioredis.Redis, _: _Scripts) -> object:
+            async with r.pipeline(transaction=True) as pipe:
+                pipe.delete(*names)
+                pipe.zrem(order, *keys)
+                return await pipe.execute()
+
+        await self._run(op)
+
+    async def clear_cached(self) -> None:
+        await super().clear_cached()
+        keys = [self._k("C"), self._k("Cseq")]
+        prefix = self._k("c", "")
+
+        async def op(_: aioredis.Redis, s: _Scripts) -> object:
+            return await s.clear_cached(keys=keys, args=[prefix])
+
+        await self._run(op)
+
+    async def load_cached(self, now: float, limit: int) -> list[tuple[str, float, dict[str, Any]]]:
+        if limit > 0:
+            self._cache_budget = limit
+        order = self._k("C")
+        prefix = self._k("c", "")
+
+        async def op(_: aioredis.Redis, s: _Scripts) -> list[bytes]:
+            flat: list[bytes] = await s.load_cached(keys=[order], args=[_f(now), int(limit), prefix])
+            return flat
+
+        flat = await self._run(op)
+        if isinstance(flat, _Local):
+            return await super().load_cached(now, limit)
+        out: list[tuple[str, float, dict[str, Any]]] = []
+        for i in range(len(flat) - 2, -1, -2):  # newest first from Redis: least recently stored first here
+            expires_at, doc = _entry(flat[i + 1])
+            if isinstance(doc, dict):
+                out.append((_s(flat[i]), expires_at, doc))
+        return out
+
+
+def _cooldown(raw: bytes) -> CooldownRecord:
+    until, data = _entry(raw)
+    source, reason = data
+    return CooldownRecord(until=until, source=str(source), reason=str(reason))
+
+
+def _with_leases(snap: UsageSnapshot, requests: int, tokens: int) -> UsageSnapshot:
+    return UsageSnapshot(
+        requests_minute=snap.requests_minute,
+        requests_day=snap.requests_day,
+        tokens_minute=snap.tokens_minute,
+        tokens_day=snap.tokens_day,
+        leased_requests=snap.leased_requests + requests,
+        leased_tokens=snap.leased_tokens + tokens,
+        minute_frees_at=snap.minute_frees_at,
+        day_frees_at=snap.day_frees_at,
+    )
