@@ -19,6 +19,8 @@ __all__ = [
     "ClientError",
     "Exhausted",
     "FreeLLMError",
+    "RecordsStoreError",
+    "RecordsUnavailable",
     "TrailEntry",
     "UpstreamError",
 ]
@@ -57,6 +59,22 @@ class ClientError(FreeLLMError):
         if self.param is not None:
             err["param"] = self.param
         return {"error": err}
+
+
+class RecordsUnavailable(ClientError):
+    """The durable records store (PostgreSQL) cannot be reached and only it holds what was asked for —
+    e.g. a ``previous_response_id`` stored by another replica. A :class:`ClientError` subclass only so
+    every surface renders it in its own envelope: a 503 ``records_unavailable``, never a 500 or a 404
+    (the response may well exist; the client can retry once the store is back)."""
+
+    def __init__(self, message: str = "The records store is unavailable; retry shortly.") -> None:
+        super().__init__(503, message, type="server_error", code="records_unavailable")
+
+
+class RecordsStoreError(FreeLLMError):
+    """The records store refused to start: a refused login, an unknown database, a schema newer than
+    this freellm. A configuration problem, not an outage — the message names the cause (never the
+    password) and ``freellm serve`` exits with it instead of a traceback."""
 
 
 class UpstreamError(FreeLLMError):
