@@ -1,0 +1,160 @@
+"""Three gateways, one Redis: what one replica decides, every replica honours at once.
+
+Each gateway has its own data directory (nothing is shared through SQLite) and ``storage.redis_url`` on
+the local Redis with a namespace of the test's own, deleted afterwards. The simulator's request log says
+what reached each upstream key.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import httpx2 as httpx
+import pytest
+
+from freellm.sim.control import SimControl
+from freellm.store.base import key_scope
+from tests.harness import BackgroundLoop, GatewayServer, unique
+from tests.integration.helpers import MODEL, MakeGateway, sdk, upstream
+from tests.unit.test_redis_store import REDIS_URL, RedisProxy, delete_namespace
+
+Replicas = Callable[..., list[GatewayServer]]
+
+
+@pytest.fixture
+def namespace(servers_loop: BackgroundLoop) -> Iterator[str]:
+    ns = f"t_{uuid.uuid4().hex}"
+    yield ns
+    servers_loop.run(delete_namespace(ns))
+
+
+@pytest.fixture
+def replicas(make_gateway: MakeGateway, namespace: str) -> Replicas:
+    """``replicas(n, providers, url=…, **settings)`` → n gateways sharing hot state in Redis."""
+
+    def start(
+        n: int, providers: dict[str, list[str]], *, url: str = REDIS_URL, **kwargs: Any
+    ) -> list[GatewayServer]:
+        extra: dict[str, Any] = kwargs.pop("extra", {})
+        storage = {"redis_url": url, "namespace": namespace, **extra.pop("storage", {})}
+        return [make_gateway(providers, extra={**extra, "storage": storage}, **kwargs) for _ in range(n)]
+
+    return start
+
+
+def ask(gw: GatewayServer, content: str = "hi", **headers: str) -> str:
+    """One non-stream request; the route that answered."""
+    raw = sdk(gw).chat.completions.with_raw_response.create(
+        model="auto", messages=[{"role": "user", "content": content}], extra_headers=headers or None
+    )
+    return str(raw.headers["x-routed-via"])
+
+
+def health(gw: GatewayServer) -> dict[str, Any]:
+    response = httpx.get(f"{gw.base_url}/health", timeout=10)
+    assert response.status_code == 200
+    doc: dict[str, Any] = response.json()
+    return doc
+
+
+def wait_for(check: Callable[[], bool], deadline_s: float = 30.0) -> None:
+    end = time.monotonic() + deadline_s
+    while not check():
+        assert time.monotonic() < end, "condition not reached before the deadline"
+        time.sleep(0.05)
+
+
+def limited(replicas: Replicas) -> tuple[list[GatewayServer], str, str]:
+    """Three replicas; route A's key allows 4 requests a minute, route B is unlimited."""
+    a, b = unique("alpha"), unique("beta")
+    gws = replicas(3, {a: [MODEL], b: [MODEL]}, model_options={f"{a}/{MODEL}": {"limits": {"rpm": 4}}})
+    for gw in gws:
+        assert health(gw) == {"status": "ok"}
+    return gws, a, b
+
+
+def test_rpm_holds_for_the_fleet_sequential(replicas: Replicas, sim_control: SimControl) -> None:
+    gws, a, b = limited(replicas)
+    served = [ask(gws[i % 3]) for i in range(12)]
+    assert served == [f"{a}/{MODEL}"] * 4 + [f"{b}/{MODEL}"] * 8
+    assert len(upstream(sim_control, a)) == 4
+    assert len(upstream(sim_control, b)) == 8
+
+
+def test_rpm_holds_for_the_fleet_concurrent(replicas: Replicas, sim_control: SimControl) -> None:
+    gws, a, b = limited(replicas)
+    with ThreadPoolExecutor(12) as pool:
+        served = list(pool.map(lambda i: ask(gws[i % 3], f"hi {i}"), range(12)))
+    assert sorted(served).count(f"{a}/{MODEL}") == 4
+    assert len(upstream(sim_control, a)) == 4
+    assert len(upstream(sim_control, b)) == 8
+    for gw in gws:  # every lease was released (on whichever replica took it)
+        assert gw.run(gw.state.store.lease_count()) == 0
+
+
+def test_a_429_on_one_replica_cools_the_key_for_the_others(
+    replicas: Replicas, sim_control: SimControl
+) -> None:
+    a, b = unique("alpha"), unique("beta")
+    # A loopback upstream gets fallback.cooldown_local_s rather than the Retry-After: long enough here.
+    gw1, gw2, gw3 = replicas(3, {a: [MODEL], b: [MODEL]}, extra={"fallback": {"cooldown_local_s": 120}})
+    sim_control.script(a, {"status": 429, "headers": {"Retry-After": "120"}})
+    assert ask(gw1) == f"{b}/{MODEL}"
+    assert len(upstream(sim_control, a)) == 1
+    [key] = gw2.state.catalog.keys[a]
+    record = gw2.run(gw2.state.store.get_cooldown(key_scope(a, MODEL, key.key_id), time.time()))
+    assert record is not None and record.until - time.time() > 60
+    assert ask(gw2) == f"{b}/{MODEL}"
+    assert ask(gw3) == f"{b}/{MODEL}"
+    assert len(upstream(sim_control, a)) == 1  # neither replica 2 nor 3 tried the cooled key
+
+
+def test_a_sticky_session_holds_across_replicas(replicas: Replicas, sim_control: SimControl) -> None:
+    a, b = unique("alpha"), unique("beta")
+    gw1, gw2 = replicas(2, {a: [MODEL], b: [MODEL]}, extra={"fallback": {"cooldown_local_s": 0}})
+    sim_control.script(a, {"status": 500})  # turn 1 fails over A → B; A is healthy again right after
+    sid = {"X-Session-Id": f"conv-{uuid.uuid4().hex[:8]}"}
+    first = sdk(gw1).chat.completions.with_raw_response.create(
+        model="auto", messages=[{"role": "user", "content": "Plan the refactor."}], extra_headers=sid
+    )
+    assert first.headers["x-routed-via"] == f"{b}/{MODEL}"
+    assert first.headers["x-freellm-session"] == "new"
+    second = sdk(gw2).chat.completions.with_raw_response.create(
+        model="auto",
+        messages=[
+            {"role": "user", "content": "Plan the refactor."},
+            {"role": "assistant", "content": first.parse().choices[0].message.content or "ok"},
+            {"role": "user", "content": "Go on."},
+        ],
+        extra_headers=sid,
+    )
+    assert second.headers["x-routed-via"] == f"{b}/{MODEL}"
+    assert second.headers["x-freellm-session"] == "sticky"
+    assert len(upstream(sim_control, a)) == 1  # replica 2 never sent the second turn to A
+
+
+def test_redis_unreachable_degrades_then_recovers(
+    replicas: Replicas, servers_loop: BackgroundLoop, sim_control: SimControl
+) -> None:
+    proxy = servers_loop.run(RedisProxy().start())
+    try:
+        a = unique("alpha")
+        [gw] = replicas(1, {a: [MODEL]}, url=proxy.url, extra={"storage": {"redis_timeout_ms": 100}})
+        assert ask(gw) == f"{a}/{MODEL}"
+        assert health(gw) == {"status": "ok"}
+        servers_loop.loop.call_soon_threadsafe(proxy.pause)  # Redis goes silent
+        started = time.monotonic()
+        for _ in range(3):
+            assert ask(gw) == f"{a}/{MODEL}"
+        assert time.monotonic() - started < 5
+        assert health(gw) == {"status": "degraded", "state": "local"}
+        servers_loop.loop.call_soon_threadsafe(proxy.resume)
+        wait_for(lambda: health(gw) == {"status": "ok"})
+        assert ask(gw) == f"{a}/{MODEL}"
+        assert len(upstream(sim_control, a)) == 5
+    finally:
+        servers_loop.run(proxy.close())
