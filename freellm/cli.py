@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from freellm import __version__
+from freellm.cli_db import add_db_parser, check_records_store
 from freellm.config import ConfigError, Settings, load_settings
 from freellm.server.runtime import new_event_loop, tune_gc
 
@@ -79,6 +80,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         settings.storage.path = default_data_dir()
     check_compression(settings, settings.storage.path, args.config)
     check_master_key(settings.storage.path)
+    check_records_store(settings.storage)
     keys, shown = resolve_client_keys(settings, settings.storage.path, os.environ)
     host, port = settings.server.host, settings.server.port
     routes = sum(len(p.models) for p in settings.providers if p.keys)
@@ -343,6 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.set_defaults(func=cmd_check_config)
 
     add_keys_parser(sub)
+    add_db_parser(sub)
     from freellm.cli_admin import add_status_parser
 
     add_status_parser(sub)
