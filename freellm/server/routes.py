@@ -13,8 +13,9 @@ from freellm.core.request import parse_chat_request
 from freellm.errors import ClientError
 from freellm.fusion.http import fusion_requested, new_fusion_id, respond_fusion
 from freellm.fusion.options import FUSION_MODEL
+from freellm.routing.availability import model_availability
 from freellm.routing.router import RETIRED
-from freellm.server.auth import key_matches
+from freellm.server.auth import Client, key_matches
 from freellm.server.body import read_json
 from freellm.server.state import BASE_HEADERS, CLIENT, GATEWAY, Gateway
 from freellm.server.turn_http import respond_turn
@@ -22,7 +23,7 @@ from freellm.store.base import store_health
 from freellm.surfaces import anthropic_messages, gemini, openai_completions, openai_responses
 from freellm.surfaces.openai_chat import ChatRenderer, FusionChatRenderer, chat_completion_body
 
-__all__ = ["add_routes"]
+__all__ = ["add_routes", "model_list"]
 
 log = logging.getLogger("freellm.server")
 
@@ -105,40 +106,34 @@ async def list_models(request: web.Request) -> web.Response:
         return anthropic_messages.list_models(request)
     if gemini.is_gemini_request(request):  # google-genai under /v1: x-goog-api-key / x-goog-api-client / ?key=
         return gemini.list_models(request)
-    gw = request.app[GATEWAY]
     only_available = any(
         request.query.get(name, "").lower() in ("1", "true", "yes") for name in ("available", "connected", "ready")
     )
+    body = model_list(request.app[GATEWAY], request.get(CLIENT), only_available=only_available)
+    return web.json_response(body, headers=request[BASE_HEADERS])
+
+
+def model_list(gw: Gateway, client: Client | None, *, only_available: bool = False) -> dict[str, Any]:
+    """The OpenAI ``/v1/models`` document: ``auto``, ``fusion`` (when on), the profiles ``client`` may
+    use (its bound one, else all), then every model group with its availability. Shared with the MCP
+    ``list_models`` tool so an agent sees exactly what a client listing the models sees."""
     catalog = gw.catalog
-    router = gw.router
     data: list[dict[str, Any]] = []
     max_ctx = 0
-    for routes in catalog.groups.values():
-        providers = [r for r in routes if r.enabled]
-        keyed = [r for r in providers if catalog.keys.get(r.provider)]
-        current = [r for r in keyed if r.label not in router.retired]
-        healthy = [
-            r for r in current if any(router.health.usable(r.provider, k.key_id) for k in catalog.keys[r.provider])
-        ]
-        contexts = [r.context_window for r in routes if r.context_window]
-        ctx_window = max(contexts) if contexts else None
-        available = bool(healthy)
-        if available and ctx_window:
-            max_ctx = max(max_ctx, ctx_window)
-        reason = None
-        if not available:
-            reason = "disabled" if not providers else "no_key" if not keyed else "retired" if not current else "no_healthy_key"
+    for model in model_availability(catalog, gw.router):
+        if model.available and model.context_window:
+            max_ctx = max(max_ctx, model.context_window)
         data.append(
             {
-                "id": routes[0].model,
+                "id": model.id,
                 "object": "model",
                 "created": 0,
                 "owned_by": "freellm",
-                "context_window": ctx_window,
-                "context_length": ctx_window,
-                "available": available,
-                "unavailable_reason": reason,
-                "providers": [r.label for r in routes],
+                "context_window": model.context_window,
+                "context_length": model.context_window,
+                "available": model.available,
+                "unavailable_reason": model.reason,
+                "providers": [r.label for r in model.routes],
             }
         )
     auto = {
@@ -152,7 +147,6 @@ async def list_models(request: web.Request) -> web.Response:
         "unavailable_reason": None,
         "providers": [r.label for r in catalog.chain],
     }
-    client = request.get(CLIENT)
     bound = client.profile if client is not None else None
     profiles = [bound] if bound is not None else list(catalog.profile_chains)
     profile_entries: list[dict[str, Any]] = []
@@ -173,4 +167,4 @@ async def list_models(request: web.Request) -> web.Response:
     entries = [auto, *fusion, *profile_entries, *data]
     if only_available:
         entries = [e for e in entries if e["available"]]
-    return web.json_response({"object": "list", "data": entries}, headers=request[BASE_HEADERS])
+    return {"object": "list", "data": entries}
