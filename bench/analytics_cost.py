@@ -8,6 +8,9 @@ requests and fusion turns — then times ``request_analytics`` for every admin w
 schema-4 indexes: inserting rows with and without them.
 
 Timings are the median of ``--repeat`` runs after one warm-up run (the first, cold run is shown too).
+
+``--postgres URL`` runs the same log and timings on the PostgreSQL records store instead (a throwaway
+schema ``bench_…``, dropped afterwards), with each statement's ``EXPLAIN ANALYZE``.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any
 
 from freellm.admin.analytics import WINDOWS
 from freellm.store.base import Analytics, RequestLogRow, StatusFilter
+from freellm.store.memory import MemoryStore
 from freellm.store.sqlite import SQLiteStore
 from freellm.store.sqlite_layout import (
     ANALYTICS_CACHE_SAVED,
@@ -94,7 +98,7 @@ def _row(rng: random.Random, i: int, ts: float) -> RequestLogRow:
     )
 
 
-async def _fill(store: SQLiteStore, rows: int, now: float, seed: int) -> float:
+async def _fill(store: MemoryStore, rows: int, now: float, seed: int) -> float:
     rng = random.Random(seed)
     started = time.perf_counter()
     step = SPAN_S / rows
@@ -149,12 +153,96 @@ def _insert_cost(path: Path, now: float, rows: int, *, drop: bool) -> float:
         con.close()
 
 
+async def _time_store(store: MemoryStore, now: float, repeat: int) -> None:
+    """Time every admin analytics window and a few filtered listings on ``store``."""
+    print(f"request_analytics (first run, then median of {repeat}):")
+    for window, seconds in WINDOWS.items():
+
+        def run_analytics(s: float = seconds) -> Awaitable[Analytics]:
+            return store.request_analytics(now - s, now)
+
+        first, median, cpu, result = await _timed(run_analytics, repeat)
+        n = sum(r.requests for r in result.routes)
+        print(f"  {window:>4}: {first:7.1f} ms first, {median:7.1f} ms median, {cpu:7.1f} ms CPU  "
+              f"({n:,} answered rows, {len(result.routes)} routes)")
+    print()
+    queries: list[tuple[str, dict[str, Any]]] = [
+        ("newest 100, no filter", {}),
+        ("route, newest 100", {"route": ROUTES[3]}),
+        ("route + since 7d, limit 1000", {"route": ROUTES[3], "since": now - 7 * DAY_S, "limit": 1000}),
+        ("status 5xx, newest 100", {"status": StatusFilter(((500, 599),))}),
+        ("route + status 5xx, newest 100", {"route": ROUTES[3], "status": StatusFilter(((500, 599),))}),
+        ("since 1h, limit 1000", {"since": now - 3600, "limit": 1000}),
+        ("status 418 (no row matches)", {"status": StatusFilter(((418, 418),))}),
+    ]
+    print(f"query_requests (first run, then median of {repeat}):")
+    for name, kw in queries:
+        call: dict[str, Any] = {"limit": 100, "status": None, "route": None, "since": None, **kw}
+
+        def run_query(c: dict[str, Any] = call) -> Awaitable[list[RequestLogRow]]:
+            return store.query_requests(**c)
+
+        first, median, cpu, result = await _timed(run_query, repeat)
+        print(f"  {name:32}: {first:6.2f} ms first, {median:6.2f} ms median, {cpu:6.2f} ms CPU  "
+              f"({len(result)} rows)")
+
+
+async def _postgres(url: str, rows: int, repeat: int, seed: int) -> None:
+    """The same log and timings on a :class:`PostgresStore` (a throwaway schema, dropped at the end),
+    with ``EXPLAIN ANALYZE`` of each statement."""
+    import uuid
+
+    import asyncpg
+
+    from freellm.store.postgres import PostgresStore
+
+    now = time.time()
+    namespace = f"bench_{uuid.uuid4().hex[:12]}"
+    store = PostgresStore(url, namespace=namespace, retention_days=31, request_log_size=1000, clock=lambda: now)
+    await store.open()
+    conn = await asyncpg.connect(url)
+    try:
+        fill_s = await _fill(store, rows, now, seed)
+        await conn.execute(f'VACUUM ANALYZE "{namespace}".requests')  # the visibility map: index-only scans
+        size = await conn.fetchval(f"SELECT pg_total_relation_size('\"{namespace}\".requests')")
+        print(f"PostgreSQL, schema {namespace}: filled {rows:,} rows in {fill_s:.1f} s "
+              f"({rows / fill_s:,.0f} rows/s through log_request + flush), {size / 2**20:.0f} MiB with indexes")
+        print()
+        await _time_store(store, now, repeat)
+        print()
+        print("query plans (EXPLAIN ANALYZE):")
+        sql = store._sql
+        for name, statement, params in (
+            ("per-route stats, 1h", sql.route_stats, [now - 3600, now]),
+            ("per-route stats, 30d", sql.route_stats, [now - 30 * DAY_S, now]),
+            ("failures, 30d", sql.failures, [now - 30 * DAY_S, now]),
+            ("cache tokens saved, 30d", sql.cache_saved, [now - 30 * DAY_S, now]),
+            ("requests, no filter", *sql.query(limit=100, status=None, route=None, since=None)),
+            ("requests, status 5xx", *sql.query(limit=100, status=StatusFilter(((500, 599),)), route=None, since=None)),
+            ("requests, route + status + since", *sql.query(
+                limit=100, status=StatusFilter(((500, 599),)), route=ROUTES[3], since=now - DAY_S)),
+        ):
+            plan = await conn.fetch(f"EXPLAIN (ANALYZE, COSTS OFF) {statement}", *params)
+            print(f"  {name}:")
+            print("\n".join(f"    {r[0]}" for r in plan))
+    finally:
+        await store.close()
+        await conn.execute(f'DROP SCHEMA IF EXISTS "{namespace}" CASCADE')
+        await conn.close()
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.analytics_cost")
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--postgres", metavar="URL", help="run on a PostgresStore at this URL instead (a throwaway schema)"
+    )
     args = parser.parse_args()
+    if args.postgres:
+        await _postgres(args.postgres, args.rows, args.repeat, args.seed)
+        return
 
     now = time.time()
     with tempfile.TemporaryDirectory(prefix="freellm-analytics-") as tmp:
@@ -168,36 +256,7 @@ async def main() -> None:
                   f"{fill_s:.1f} s ({args.rows / fill_s:,.0f} rows/s through log_request + flush), "
                   f"{size_mb:.0f} MiB")
             print()
-            print(f"request_analytics (first run, then median of {args.repeat}):")
-            for window, seconds in WINDOWS.items():
-
-                def run_analytics(s: float = seconds) -> Awaitable[Analytics]:
-                    return store.request_analytics(now - s, now)
-
-                first, median, cpu, result = await _timed(run_analytics, args.repeat)
-                n = sum(r.requests for r in result.routes)
-                print(f"  {window:>4}: {first:7.1f} ms first, {median:7.1f} ms median, {cpu:7.1f} ms CPU  "
-                      f"({n:,} answered rows, {len(result.routes)} routes)")
-            print()
-            queries: list[tuple[str, dict[str, Any]]] = [
-                ("newest 100, no filter", {}),
-                ("route, newest 100", {"route": ROUTES[3]}),
-                ("route + since 7d, limit 1000", {"route": ROUTES[3], "since": now - 7 * DAY_S, "limit": 1000}),
-                ("status 5xx, newest 100", {"status": StatusFilter(((500, 599),))}),
-                ("route + status 5xx, newest 100", {"route": ROUTES[3], "status": StatusFilter(((500, 599),))}),
-                ("since 1h, limit 1000", {"since": now - 3600, "limit": 1000}),
-                ("status 418 (no row matches)", {"status": StatusFilter(((418, 418),))}),
-            ]
-            print(f"query_requests (first run, then median of {args.repeat}):")
-            for name, kw in queries:
-                call: dict[str, Any] = {"limit": 100, "status": None, "route": None, "since": None, **kw}
-
-                def run_query(c: dict[str, Any] = call) -> Awaitable[list[RequestLogRow]]:
-                    return store.query_requests(**c)
-
-                first, median, cpu, result = await _timed(run_query, args.repeat)
-                print(f"  {name:32}: {first:6.2f} ms first, {median:6.2f} ms median, {cpu:6.2f} ms CPU  "
-                      f"({len(result)} rows)")
+            await _time_store(store, now, args.repeat)
         finally:
             await store.close()
 
@@ -223,7 +282,7 @@ async def main() -> None:
                 ("requests, route + status + since", {
                     "route": ROUTES[3], "status": StatusFilter(((500, 599),)), "since": now - DAY_S}),
             ):
-                call = {"limit": 100, "status": None, "route": None, "since": None, **kw}
+                call: dict[str, Any] = {"limit": 100, "status": None, "route": None, "since": None, **kw}
                 sql, qparams = requests_query(**call)
                 print(f"  {name}:")
                 print("\n".join(_plan(con, sql, qparams)))

@@ -22,6 +22,8 @@ Indexes (measured on 1M rows by ``python -m bench.analytics_cost --postgres URL`
   the analytics read a window of it, retention deletes from its left edge.
 * ``requests_route (route, ts, seq) INCLUDE (…)`` — a listing filtered by route walks one route's entries;
   the included columns are everything the per-route analytics read, so those can be index-only scans.
+* ``requests_status (status, ts)`` — a status filter matching few rows (``5xx``, ``429``, or none) reads
+  just those instead of walking the whole log backwards to find them.
 * ``requests_failed (ts) WHERE jsonb_typeof(extra -> 'failed') = 'array'`` — only the rows with failed
   attempts, which the failure counts unnest.
 * ``responses_expires (expires_at)`` — retention.
@@ -90,6 +92,7 @@ def _migrations(s: str) -> dict[int, list[str]]:
             f"""CREATE INDEX requests_route ON {s}.requests (route, ts, seq)
     INCLUDE (status, attempts, outcome, stream, latency_ms, ttfb_ms, tokens_in, tokens_out)""",
             f"CREATE INDEX requests_failed ON {s}.requests (ts) WHERE jsonb_typeof(extra -> 'failed') = 'array'",
+            f"CREATE INDEX requests_status ON {s}.requests (status, ts)",
             f"""CREATE TABLE {s}.responses (
     id         text PRIMARY KEY,
     expires_at double precision NOT NULL,

@@ -222,6 +222,8 @@ def test_postgres_unreachable_degrades_records_not_requests(
     assert set(err) >= {"message", "type", "param", "code"} and err["code"] == "records_unavailable"
     fetched = httpx.get(f"{one.v1}/responses/{held.id}", headers=AUTH, timeout=20)
     assert fetched.status_code == 503 and fetched.json()["error"]["code"] == "records_unavailable"
+    listing = httpx.get(f"{one.base_url}/admin/requests", headers=ADMIN, timeout=20)
+    assert listing.status_code == 503 and listing.json()["error"]["code"] == "records_unavailable"
 
     servers_loop.run(proxy.restore())
     poll(lambda: health(one) == {"status": "ok"})
