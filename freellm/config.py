@@ -251,6 +251,15 @@ class LoggingConfig(_Model):
     """Each kept text is cut to this many bytes of UTF-8 (on a character boundary)."""
 
 
+class OllamaConfig(_Model):
+    mode: Literal["off", "loopback", "key"] = "loopback"
+    """Who may use the Ollama routes under ``/api/`` (docs/surfaces/ollama.md): ``off`` — none (404);
+    ``loopback`` — only this machine, no key (a peer or a forwarded client elsewhere gets 403), as a
+    local Ollama server is; ``key`` — anyone with a client key (401 otherwise)."""
+    default_max_tokens: int = Field(default=1024, ge=1)
+    """The output cap when ``options.num_predict`` is absent or negative (Ollama's "until done")."""
+
+
 class MetricsConfig(_Model):
     enabled: bool = True
     """Count every request for ``GET /metrics`` (docs/metrics.md). False: nothing is counted and
@@ -505,6 +514,7 @@ class Settings(_Model):
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    ollama: OllamaConfig = Field(default_factory=OllamaConfig)
     fusion: FusionConfig = Field(default_factory=FusionConfig)
     health: HealthConfig = Field(default_factory=HealthConfig)
 

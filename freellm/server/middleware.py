@@ -15,6 +15,8 @@ from freellm.server.auth import ClientKeys, extract_admin_key, extract_api_key, 
 from freellm.server.errors import ErrorBody, error_response, error_style_for
 from freellm.server.state import BASE_HEADERS, CLIENT, GATEWAY, REQUEST_ID
 from freellm.surfaces.gemini_wire.clients import GEMINI_PREFIXES, is_gemini_client, query_key_allowed
+from freellm.surfaces.ollama.access import OLLAMA_PREFIX
+from freellm.surfaces.ollama.access import check_access as ollama_access
 
 __all__ = ["IPRateLimiter", "edge_middleware"]
 
@@ -112,6 +114,8 @@ async def edge_middleware(request: web.Request, handler: Handler) -> web.StreamR
                     )
         if path.startswith(ADMIN_PREFIX) or path == ADMIN_PREFIX[:-1]:
             _check_admin(request, gw.admin_keys, gw.client_keys)
+        elif path.startswith(OLLAMA_PREFIX):
+            ollama_access(request, gw)  # ollama.mode decides: off, loopback (no key) or key
         elif path not in _PUBLIC_PATHS:
             key = extract_api_key(request) or _query_key(request)
             client = gw.client_keys.match(key) if key is not None else None

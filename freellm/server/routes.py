@@ -20,7 +20,7 @@ from freellm.server.body import read_json
 from freellm.server.state import BASE_HEADERS, CLIENT, GATEWAY, Gateway
 from freellm.server.turn_http import respond_turn
 from freellm.store.base import store_health
-from freellm.surfaces import anthropic_messages, gemini, openai_completions, openai_responses
+from freellm.surfaces import anthropic_messages, gemini, ollama, openai_completions, openai_responses
 from freellm.surfaces.openai_chat import ChatRenderer, FusionChatRenderer, chat_completion_body
 
 __all__ = ["add_routes", "model_list"]
@@ -33,7 +33,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/metrics", metrics)
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_get("/v1/models", list_models)
-    for surface in (anthropic_messages, openai_responses, openai_completions, gemini):
+    for surface in (anthropic_messages, openai_responses, openai_completions, gemini, ollama):
         surface.register(app)
     admin.register(app)
 
