@@ -10,9 +10,9 @@ from aiohttp import web
 
 from freellm.errors import ClientError
 from freellm.server.state import BASE_HEADERS, GATEWAY
-from freellm.store.base import Analytics, RouteStats
+from freellm.store.base import Analytics, RouteStats, StateStore
 
-__all__ = ["DEFAULT_WINDOW", "WINDOWS", "analytics_json", "register"]
+__all__ = ["DEFAULT_WINDOW", "WINDOWS", "analytics_doc", "analytics_json", "register"]
 
 WINDOWS: Final[dict[str, float]] = {"1h": 3600.0, "24h": 86_400.0, "7d": 7 * 86_400.0, "30d": 30 * 86_400.0}
 """Window name → its length in seconds (the window ends now)."""
@@ -46,8 +46,9 @@ def analytics_json(window: str, result: Analytics) -> dict[str, Any]:
     }
 
 
-async def analytics(request: web.Request) -> web.Response:
-    window = request.query.get("window", DEFAULT_WINDOW).strip().lower()
+async def analytics_doc(store: StateStore, window: str, now: float) -> dict[str, Any]:
+    """The analytics document for ``window`` (a :data:`WINDOWS` name) ending at ``now``; a 400 naming
+    the valid windows otherwise. Shared by the route and the MCP ``usage_summary`` tool."""
     seconds = WINDOWS.get(window)
     if seconds is None:
         raise ClientError(
@@ -56,6 +57,10 @@ async def analytics(request: web.Request) -> web.Response:
             code="invalid_parameter",
             param="window",
         )
-    now = time.time()
-    result = await request.app[GATEWAY].store.request_analytics(now - seconds, now)
-    return web.json_response(analytics_json(window, result), headers=request[BASE_HEADERS])
+    return analytics_json(window, await store.request_analytics(now - seconds, now))
+
+
+async def analytics(request: web.Request) -> web.Response:
+    window = request.query.get("window", DEFAULT_WINDOW).strip().lower()
+    body = await analytics_doc(request.app[GATEWAY].store, window, time.time())
+    return web.json_response(body, headers=request[BASE_HEADERS])

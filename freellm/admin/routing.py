@@ -15,9 +15,9 @@ from aiohttp import web
 
 from freellm.errors import ClientError
 from freellm.routing.router import Needs
-from freellm.server.state import BASE_HEADERS, GATEWAY
+from freellm.server.state import BASE_HEADERS, GATEWAY, Gateway
 
-__all__ = ["register"]
+__all__ = ["explain_doc", "register"]
 
 _TRUE = ("1", "true", "yes")
 
@@ -27,21 +27,41 @@ def register(app: web.Application) -> None:
 
 
 async def explain(request: web.Request) -> web.Response:
-    gw = request.app[GATEWAY]
-    router = gw.router
     query = request.query
-    model = query.get("model", "auto").strip() or "auto"
-    profile = query.get("profile") or None
-    if profile is not None and profile not in gw.settings.profiles:
-        raise ClientError(404, f"There is no profile `{profile}`.", code="profile_not_found", param="profile")
     tokens_raw = query.get("tokens", "")
     if tokens_raw and not tokens_raw.isdigit():
         raise ClientError(400, "Invalid request: tokens: Input should be a non-negative integer", param="tokens")
-    routing = gw.settings.routing
-    needs = Needs(
-        estimate=int(tokens_raw) if tokens_raw else routing.output_reserve_default,
+    body = await explain_doc(
+        request.app[GATEWAY],
+        query.get("model", "auto"),
+        profile=query.get("profile") or None,
         tools=query.get("tools", "").lower() in _TRUE,
         vision=query.get("vision", "").lower() in _TRUE,
+        tokens=int(tokens_raw) if tokens_raw else None,
+    )
+    return web.json_response(body, headers=request[BASE_HEADERS])
+
+
+async def explain_doc(
+    gw: Gateway,
+    model: str,
+    *,
+    profile: str | None = None,
+    tools: bool = False,
+    vision: bool = False,
+    tokens: int | None = None,
+) -> dict[str, Any]:
+    """How a request for ``model`` would be routed now (``tokens``: its estimate, the output reserve
+    when None). The route's answer and the MCP ``routing_explain`` tool's, so both read the same way."""
+    router = gw.router
+    model = model.strip() or "auto"
+    if profile is not None and profile not in gw.settings.profiles:
+        raise ClientError(404, f"There is no profile `{profile}`.", code="profile_not_found", param="profile")
+    routing = gw.settings.routing
+    needs = Needs(
+        estimate=tokens if tokens is not None else routing.output_reserve_default,
+        tools=tools,
+        vision=vision,
     )
     plan = router.plan(model, profile)
     scores: dict[str, float] = {}
@@ -58,5 +78,4 @@ async def explain(request: web.Request) -> web.Response:
         for c in checks
     ]
     chosen = next((c["route"] for c in candidates if c["eligible"]), None)
-    body = {"model": model, "strategy": plan.strategy, "candidates": candidates, "chosen": chosen}
-    return web.json_response(body, headers=request[BASE_HEADERS])
+    return {"model": model, "strategy": plan.strategy, "candidates": candidates, "chosen": chosen}

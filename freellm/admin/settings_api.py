@@ -16,9 +16,9 @@ from freellm.admin.changes import admin_json, commit, json_reply, live_of
 from freellm.admin.live import LIVE_FIELDS
 from freellm.config import Settings
 from freellm.errors import ClientError
-from freellm.server.state import GATEWAY
+from freellm.server.state import GATEWAY, Gateway
 
-__all__ = ["register"]
+__all__ = ["patch_live_settings", "register"]
 
 
 def register(app: web.Application) -> None:
@@ -40,7 +40,13 @@ async def get_settings(request: web.Request) -> web.Response:
 
 async def patch_settings(request: web.Request) -> web.Response:
     gw = request.app[GATEWAY]
-    body = await admin_json(request)
+    return json_reply(request, await patch_live_settings(gw, await admin_json(request)))
+
+
+async def patch_live_settings(gw: Gateway, body: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Apply a PATCH document (``{section: {field: value}}``) the way the route does — checked against
+    :data:`LIVE_FIELDS`, validated whole, persisted, applied — and return the new live view. The MCP
+    ``set_routing_strategy`` tool comes through here too, so there is one path for a live change."""
     overlay = copy.deepcopy(live_of(gw).overlay)
     for section, values in body.items():
         fields = LIVE_FIELDS.get(section)
@@ -58,4 +64,4 @@ async def patch_settings(request: web.Request) -> web.Response:
             )
         overlay.settings[section] = {**overlay.settings.get(section, {}), **values}
     settings = await commit(gw, overlay)
-    return json_reply(request, _live_view(settings))
+    return _live_view(settings)

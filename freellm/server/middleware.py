@@ -24,8 +24,9 @@ log = logging.getLogger("freellm.server")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-_PUBLIC_PATHS = frozenset({"/health", "/", "/metrics"})
-"""No client key needed (``/metrics`` checks ``auth.metrics_key`` itself when one is set)."""
+_PUBLIC_PATHS = frozenset({"/health", "/", "/metrics", "/mcp"})
+"""No client key needed (``/metrics`` checks ``auth.metrics_key`` itself when one is set; ``/mcp`` takes
+a client or an admin key and checks it itself, :mod:`freellm.mcp.http`)."""
 
 
 class IPRateLimiter:

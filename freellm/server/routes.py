@@ -13,6 +13,7 @@ from freellm.core.request import parse_chat_request
 from freellm.errors import ClientError
 from freellm.fusion.http import fusion_requested, new_fusion_id, respond_fusion
 from freellm.fusion.options import FUSION_MODEL
+from freellm.mcp import http as mcp
 from freellm.routing.availability import model_availability
 from freellm.routing.router import RETIRED
 from freellm.server.auth import Client, key_matches
@@ -36,6 +37,7 @@ def add_routes(app: web.Application) -> None:
     for surface in (anthropic_messages, openai_responses, openai_completions, gemini, ollama):
         surface.register(app)
     admin.register(app)
+    mcp.register(app)
 
 
 async def health(request: web.Request) -> web.Response:
