@@ -80,7 +80,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         settings.storage.path = default_data_dir()
     check_compression(settings, settings.storage.path, args.config)
     check_master_key(settings.storage.path)
-    check_records_store(settings.storage)
+    check_shared_stores(settings.storage)
     keys, shown = resolve_client_keys(settings, settings.storage.path, os.environ)
     host, port = settings.server.host, settings.server.port
     routes = sum(len(p.models) for p in settings.providers if p.keys)

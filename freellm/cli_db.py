@@ -7,7 +7,7 @@
   request log, the unexpired stored responses and the settings (the encrypted provider keys and the admin
   overlay byte for byte). One transaction; a second import of the same directory is refused.
 
-Also :func:`check_records_store`, which ``freellm serve`` calls first, so a refused login or an unknown
+Also :func:`check_shared_stores`, which ``freellm serve`` calls first, so a refused login or an unknown
 database is a one-line start-up error rather than a traceback from inside the server.
 """
 
@@ -21,7 +21,7 @@ from pathlib import Path
 from freellm.config import ConfigError, Settings, StorageConfig, load_settings
 from freellm.errors import RecordsStoreError
 
-__all__ = ["add_db_parser", "check_records_store"]
+__all__ = ["add_db_parser", "check_shared_stores"]
 
 
 def add_db_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -128,24 +128,38 @@ def cmd_db_import(args: argparse.Namespace) -> int:
     return 0
 
 
-def check_records_store(storage: StorageConfig) -> None:
-    """Open (creating or migrating) and close the PostgreSQL records store once, before serving: a
-    refused login, an unknown database or an unreachable server is a :class:`ConfigError` naming the
-    cause (never the password), not a traceback from inside the server. No-op without postgres_url."""
-    if storage.postgres_url is None:
+def check_shared_stores(storage: StorageConfig) -> None:
+    """Open (creating or migrating) and close the shared stores once, before serving: a refused login,
+    an unknown database or an unreachable PostgreSQL, or a Redis that refuses this gateway (wrong
+    password, unknown database number), is a :class:`ConfigError` naming the cause (never the password),
+    not a traceback from inside the server. An unreachable Redis is not refused: the gateway then
+    starts on local hot state and reconnects (docs/deployment.md). No-op without either URL."""
+    if storage.postgres_url is None and storage.redis_url is None:
         return
-    from freellm.store.postgres import PostgresStore
 
     async def run() -> None:
-        store = PostgresStore(
-            storage.postgres_url or "", namespace=storage.namespace, retention_days=storage.request_log_retention_days
-        )
-        try:
-            await store.open()
-        finally:
-            await store.close()
+        if storage.postgres_url is not None:
+            from freellm.store.postgres import PostgresStore
+
+            records = PostgresStore(
+                storage.postgres_url, namespace=storage.namespace, retention_days=storage.request_log_retention_days
+            )
+            try:
+                await records.open()
+            finally:
+                await records.close()
+        if storage.redis_url is not None:
+            from freellm.store.redis_store import RedisHotStore
+
+            hot = RedisHotStore(storage.redis_url, namespace=storage.namespace, timeout_ms=storage.redis_timeout_ms)
+            try:
+                await hot.open()
+            finally:
+                await hot.close()
+
+    from freellm.store.redis_store import RedisStartError
 
     try:
         asyncio.run(run())
-    except RecordsStoreError as exc:
+    except (RecordsStoreError, RedisStartError) as exc:
         raise ConfigError(str(exc)) from None

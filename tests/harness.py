@@ -8,6 +8,7 @@ share cooldowns or scripts.
 from __future__ import annotations
 
 import asyncio
+import socket
 import threading
 import uuid
 from collections.abc import Coroutine
@@ -85,6 +86,13 @@ async def _start_gateway(settings: Settings) -> tuple[web.AppRunner, int]:
 def start_gateway(bg: BackgroundLoop, settings: Settings) -> GatewayServer:
     runner, port = bg.run(_start_gateway(settings))
     return GatewayServer(runner=runner, port=port, bg=bg)
+
+
+def free_port() -> int:
+    """A TCP port free on loopback right now (for a server a test starts as a subprocess)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def unique(prefix: str) -> str:

@@ -172,7 +172,8 @@ class ResponseCache:
         self._bytes -= len(reply.body)
         self._counts[reply.kind] -= 1
 
-    async def _drop(self, keys: list[str]) -> None:
+    async def _drop(self, keys: list[str], *, from_store: bool = True) -> None:
+        """Forget ``keys`` here and (``from_store``) in the store too."""
         persisted: list[str] = []
         for key in keys:
             reply = self._entries.pop(key, None)
@@ -180,7 +181,7 @@ class ResponseCache:
                 self._forget(reply)
                 if reply.kind == "json" or self._shared:
                     persisted.append(key)
-        if persisted:
+        if persisted and from_store:
             await self._store.delete_cached(persisted)
 
     async def _make_room(self) -> None:
@@ -198,4 +199,6 @@ class ResponseCache:
             over -= 1
             size -= len(reply.body)
         if victims:
-            await self._drop(victims)
+            # On a shared store this replica's memory is only a near cache: what it evicts to stay in its
+            # own budget stays in the store (which keeps the fleet's budget itself) for the others.
+            await self._drop(victims, from_store=not self._shared)

@@ -94,23 +94,26 @@ class FallbackLoop:
             )
             started = loop.time()
             try:
-                outcome = await run_attempt(attempt)
-            except UpstreamError as err:
-                if await self._on_failure(ctx, state, attempt, err, started):
+                try:
+                    outcome = await run_attempt(attempt)
+                except UpstreamError as err:
+                    if await self._on_failure(ctx, state, attempt, err, started):
+                        break
+                    continue
+                except HedgeExpired:
+                    # No cooldown or penalty (the budget ran out, not the provider), but it *is* the last
+                    # error: exhaustion must not be decided by an earlier attempt's failure.
+                    hedged = classify(UpstreamError("time budget exhausted", timeout=True))
+                    state.trail.append(self._entry(ctx, attempt, hedged.error_class, hedged.message, started))
+                    state.failures.append(hedged)
+                    state.budget_ran_out = True
                     break
-                continue
-            except HedgeExpired:
-                # No cooldown or penalty (the budget ran out, not the provider), but it *is* the last
-                # error: exhaustion must not be decided by an earlier attempt's failure.
-                hedged = classify(UpstreamError("time budget exhausted", timeout=True))
-                state.trail.append(self._entry(ctx, attempt, hedged.error_class, hedged.message, started))
-                state.failures.append(hedged)
-                state.budget_ran_out = True
-                break
+                await self._on_success(attempt, outcome, started)
+                return outcome
             finally:
+                # After the success is counted in the rate window, never before: in between, another
+                # replica would see the request neither as a lease nor as usage and could take its slot.
                 await self._store.release_lease(key_scope(route.provider, route.model, key.key_id), pick.lease_id)
-            await self._on_success(attempt, outcome, started)
-            return outcome
         raise exhausted_after_attempts(
             state.trail,
             state.failures,

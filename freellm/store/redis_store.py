@@ -147,6 +147,10 @@ class _Scripts:
 class RedisHotStore(MemoryStore):
     """The hot-state half of a fleet's store (see the module); ``namespace`` prefixes every key."""
 
+    shared_hot_state = True
+    """Other replicas read what this store holds: the response cache stores stream replays here too and
+    asks :meth:`get_cached` on a miss (:func:`freellm.store.base.shares_hot_state`)."""
+
     def __init__(
         self,
         url: str,
@@ -519,6 +523,21 @@ class RedisHotStore(MemoryStore):
             return await s.clear_cached(keys=keys, args=[prefix])
 
         await self._run(op)
+
+    async def get_cached(self, key: str, now: float) -> tuple[float, dict[str, Any]] | None:
+        name = self._k("c", key)
+
+        async def op(r: aioredis.Redis, _: _Scripts) -> bytes | None:
+            raw = await r.get(name)
+            return raw if isinstance(raw, bytes) else None
+
+        raw = await self._run(op)
+        if isinstance(raw, _Local):
+            return await super().get_cached(key, now)
+        if raw is None:
+            return None
+        expires_at, doc = _entry(raw)
+        return (expires_at, doc) if expires_at > now and isinstance(doc, dict) else None
 
     async def load_cached(self, now: float, limit: int) -> list[tuple[str, float, dict[str, Any]]]:
         if limit > 0:

@@ -31,16 +31,10 @@ from openai import OpenAI
 
 from freellm.sim import SimServer
 from freellm.sim.control import SimControl
-from tests.harness import unique
+from tests.harness import free_port, unique
 
 START_DEADLINE_S = 20.0
 PYTHON = sys.executable
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def clean_env(tmp: Path, **extra: str) -> dict[str, str]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -33,7 +32,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from freellm.config import Settings
 from freellm.sim import SimServer
 from freellm.sim.control import SimControl
-from tests.harness import CLIENT_KEY, GatewayServer, unique
+from tests.harness import CLIENT_KEY, GatewayServer, free_port, unique
 from tests.integration.helpers import AUTH, MODEL, MakeGateway, anthropic_sdk, one_route, sdk, two_routes
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -307,12 +306,6 @@ WORKERS_CONFIG = """\
       - {{name: {a}, base_url: "{sim}/{a}/v1", keys: [ka], models: [{{id: model-x}}]}}
     chain: ["{a}/model-x"]
 """
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

@@ -7,10 +7,14 @@ what reached each upstream key.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import httpx2 as httpx
@@ -18,9 +22,11 @@ import pytest
 
 from freellm.sim.control import SimControl
 from freellm.store.base import key_scope
-from tests.harness import BackgroundLoop, GatewayServer, unique
+from tests.harness import CLIENT_KEY, BackgroundLoop, GatewayServer, free_port, unique
 from tests.integration.helpers import MODEL, MakeGateway, sdk, upstream
 from tests.unit.test_redis_store import REDIS_URL, RedisProxy, delete_namespace
+
+FREELLM = str(Path(sys.executable).parent / "freellm")
 
 Replicas = Callable[..., list[GatewayServer]]
 
@@ -145,6 +151,21 @@ def test_a_sticky_session_holds_across_replicas(replicas: Replicas, sim_control:
     assert len(upstream(sim_control, a)) == 1  # replica 2 never sent the second turn to A
 
 
+def test_a_cached_answer_stored_by_one_replica_is_a_hit_on_another_streams_included(
+    replicas: Replicas, sim_control: SimControl
+) -> None:
+    a = unique("alpha")
+    first, second = replicas(2, {a: [MODEL]}, extra={"cache": {"enabled": True}})
+    for stream in (False, True):
+        payload = {"model": "auto", "stream": stream, "messages": [{"role": "user", "content": f"cache me {stream}"}]}
+        headers = {"Authorization": f"Bearer {CLIENT_KEY}"}
+        stored = httpx.post(f"{first.v1}/chat/completions", json=payload, headers=headers, timeout=15)
+        hit = httpx.post(f"{second.v1}/chat/completions", json=payload, headers=headers, timeout=15)
+        assert stored.headers["X-FreeLLM-Cache"] == "MISS" and hit.headers["X-FreeLLM-Cache"] == "HIT", stream
+        assert hit.content == stored.content  # byte for byte, the stream's frames included
+    assert len(upstream(sim_control, a)) == 2  # one upstream call per request kind, for the whole fleet
+
+
 def test_redis_unreachable_degrades_then_recovers(
     replicas: Replicas, servers_loop: BackgroundLoop, sim_control: SimControl
 ) -> None:
@@ -166,3 +187,44 @@ def test_redis_unreachable_degrades_then_recovers(
         assert len(upstream(sim_control, a)) == 5
     finally:
         servers_loop.run(proxy.close())
+
+
+@pytest.fixture
+def redis_with_a_password(tmp_path: Path) -> Iterator[int]:
+    """A second, real Redis server that wants a password (the shared one has none)."""
+    port = free_port()
+    server = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--requirepass", "right-password", "--save", "", "--appendonly", "no"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        while subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True, text=True).stdout.strip() not in (
+            "PONG",
+            "NOAUTH Authentication required.",
+        ):
+            assert time.monotonic() < deadline, "the password-protected redis-server did not start"
+            time.sleep(0.05)  # polling the server's start, bounded by the deadline
+        yield port
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def test_serve_refuses_a_redis_that_refuses_it(tmp_path: Path, redis_with_a_password: int) -> None:
+    """A wrong password or database number is configuration, not an outage: a one-line error naming the
+    cause, no traceback, no password (a Redis that is down is an outage: test_redis_store)."""
+    for url in (f"redis://:pw-s3cret@127.0.0.1:{redis_with_a_password}/0", "redis://127.0.0.1:6379/999"):
+        config = tmp_path / "bad.yaml"
+        config.write_text(f"storage:\n  path: {tmp_path / 'data'}\n  redis_url: '{url}'\n  namespace: t_refused\n")
+        served = subprocess.run(
+            [FREELLM, "serve", "--config", str(config), "--port", "0"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "FREELLM_API_KEY": CLIENT_KEY},
+        )
+        assert served.returncode == 2, served.stderr
+        assert served.stderr.startswith("freellm: ") and "Redis" in served.stderr
+        assert "Traceback" not in served.stderr and "pw-s3cret" not in served.stderr + served.stdout
