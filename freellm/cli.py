@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from freellm import __version__
-from freellm.cli_db import add_db_parser, check_records_store
+from freellm.cli_db import add_db_parser, check_shared_stores
 from freellm.config import ConfigError, Settings, load_settings
 from freellm.server.runtime import new_event_loop, tune_gc
 
