@@ -24,9 +24,11 @@ log = logging.getLogger("freellm.server")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-_PUBLIC_PATHS = frozenset({"/health", "/", "/metrics", "/mcp"})
+_PUBLIC_PATHS = frozenset({"/health", "/", "/metrics", "/ui", "/mcp"})
 """No client key needed (``/metrics`` checks ``auth.metrics_key`` itself when one is set; ``/mcp`` takes
 a client or an admin key and checks it itself, :mod:`freellm.mcp.http`)."""
+_PUBLIC_PREFIX = "/ui/"
+"""The dashboard's static files (freellm.admin.ui): no client key; the page itself calls the admin API."""
 
 
 class IPRateLimiter:
@@ -117,7 +119,7 @@ async def edge_middleware(request: web.Request, handler: Handler) -> web.StreamR
             _check_admin(request, gw.admin_keys, gw.client_keys)
         elif path.startswith(OLLAMA_PREFIX):
             ollama_access(request, gw)  # ollama.mode decides: off, loopback (no key) or key
-        elif path not in _PUBLIC_PATHS:
+        elif path not in _PUBLIC_PATHS and not path.startswith(_PUBLIC_PREFIX):
             key = extract_api_key(request) or _query_key(request)
             client = gw.client_keys.match(key) if key is not None else None
             if client is None:

@@ -9,6 +9,7 @@ from typing import Any
 from aiohttp import web
 
 from freellm import admin
+from freellm.admin import ui as dashboard
 from freellm.core.request import parse_chat_request
 from freellm.errors import ClientError
 from freellm.fusion.http import fusion_requested, new_fusion_id, respond_fusion
@@ -37,6 +38,7 @@ def add_routes(app: web.Application) -> None:
     for surface in (anthropic_messages, openai_responses, openai_completions, gemini, ollama):
         surface.register(app)
     admin.register(app)
+    dashboard.register(app)
     mcp.register(app)
 
 
