@@ -18,6 +18,7 @@ from typing import Any
 
 from freellm import __version__
 from freellm.cli_db import add_db_parser, check_shared_stores
+from freellm.cli_setup import add_setup_parser
 from freellm.config import ConfigError, Settings, load_settings
 from freellm.server.runtime import new_event_loop, tune_gc
 
@@ -349,6 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
     from freellm.cli_admin import add_status_parser
 
     add_status_parser(sub)
+    add_setup_parser(sub)
     return parser
 
 
