@@ -26,10 +26,10 @@ from freellm.providers.base import Provider
 from freellm.routing.catalog import Catalog, KeyRef, ModelRoute
 from freellm.routing.health import HEALTH_SETTING, KeyHealth
 from freellm.routing.learned import LEARNED_SETTING, LearnedLimits
-from freellm.routing.limits import check_limits
+from freellm.routing.limits import LimitVerdict, check_limits
 from freellm.routing.scoring import RouteFacts, Scored, Strategy, order_keys, order_routes, resolve_strategy
 from freellm.routing.stats import Snapshot, StatsBook
-from freellm.store.base import StateStore, key_scope, model_scope
+from freellm.store.base import CooldownRecord, StateStore, key_scope, model_scope
 
 __all__ = ["Needs", "Pick", "Plan", "RouteCheck", "Router", "SkipSets"]
 
@@ -282,9 +282,12 @@ class Router:
         if not keys:
             diagnostics.append(RouteDiagnostic(label, "no_key", "no API key configured"))
             return out
-        bench = await self._store.get_cooldown(model_scope(route.provider, route.model), now)
+        mscope = model_scope(route.provider, route.model)
+        if lease_ttl is not None:
+            return await self._lease_gate(route, keys, needs, skip, now, scored, lease_ttl, out)
+        bench = await self._store.get_cooldown(mscope, now)
         if bench is not None:
-            diagnostics.append(RouteDiagnostic(label, "cooldown", f"model benched for {bench.until - now:.0f}s"))
+            diagnostics.append(_benched(label, bench, now))
             return out
         limits = self.learned.effective(route)
         health = self.health
@@ -302,22 +305,65 @@ class Router:
                 detail = f"key{idx + 1} cooling down for {cooldown.until - now:.0f}s"
                 diagnostics.append(RouteDiagnostic(label, kind, detail))
                 continue
-            if lease_ttl is None:
-                usage = await self._store.usage(scope, now)
-            else:
-                lease_id, usage = await self._store.acquire_lease_within(scope, needs.estimate, now, lease_ttl, limits)
-                if lease_id is not None:
-                    out.key, out.key_index, out.lease_id = key, idx, lease_id
-                    return out
+            usage = await self._store.usage(scope, now)
             verdict = check_limits(limits, usage, needs.estimate)
-            if not verdict.ok or lease_ttl is not None:  # a refused lease is a key at its limit
-                diagnostics.append(RouteDiagnostic(label, verdict.reason or "rpm", f"key{idx + 1} at its limit"))
-                retry_at = verdict.retry_at
-                if retry_at is not None and (out.frees_at is None or retry_at < out.frees_at):
-                    out.frees_at = retry_at
+            if not verdict.ok:
+                _at_limit(out, verdict, idx)
                 continue
             out.key, out.key_index = key, idx
             return out
+        return out
+
+    async def _lease_gate(
+        self,
+        route: ModelRoute,
+        keys: list[KeyRef],
+        needs: Needs,
+        skip: SkipSets,
+        now: float,
+        scored: bool,
+        lease_ttl: float,
+        out: RouteCheck,
+    ) -> RouteCheck:
+        """:meth:`_gate`'s key loop when a lease is wanted: per key one store call
+        (``acquire_route_lease``: the model's bench, the key's cooldown, its limits and the lease, a
+        single round trip on a shared store), with the diagnostics :meth:`check` would give."""
+        label = route.label
+        mscope = model_scope(route.provider, route.model)
+        limits = self.learned.effective(route)
+        health = self.health
+        asked_store = False
+        for idx, key in self._key_order(route, keys, scored):
+            scope = key_scope(route.provider, route.model, key.key_id)
+            if scope in skip.keys:
+                continue
+            if not health.usable(route.provider, key.key_id):
+                status = health.status(route.provider, key.key_id)
+                out.diagnostics.append(RouteDiagnostic(label, "key_disabled", f"key{idx + 1} is {status}"))
+                continue
+            asked_store = True
+            attempt = await self._store.acquire_route_lease(
+                scope, needs.estimate, now, lease_ttl, limits, (mscope, scope)
+            )
+            if attempt.lease_id is not None:
+                out.key, out.key_index, out.lease_id = key, idx, attempt.lease_id
+                return out
+            if attempt.cooling is not None:
+                cooled, record = attempt.cooling
+                if cooled == mscope:  # the whole model is benched: that is the route's one reason
+                    out.diagnostics[:] = [_benched(label, record, now)]
+                    out.frees_at = None
+                    return out
+                kind = "learned_limit" if record.source == LEARNED else "cooldown"
+                detail = f"key{idx + 1} cooling down for {record.until - now:.0f}s"
+                out.diagnostics.append(RouteDiagnostic(label, kind, detail))
+                continue
+            # A refused lease is a key at its limit (possibly because another replica just took the slot).
+            _at_limit(out, check_limits(limits, attempt.usage, needs.estimate), idx)
+        if not asked_store:  # every key skipped or disabled: the bench still names the route's state
+            bench = await self._store.get_cooldown(mscope, now)
+            if bench is not None:
+                out.diagnostics[:] = [_benched(label, bench, now)]
         return out
 
     def _key_order(self, route: ModelRoute, keys: list[KeyRef], scored: bool) -> list[tuple[int, KeyRef]]:
@@ -330,6 +376,17 @@ class Router:
         snap = self.stats.snapshot(time.time())
         ordered = order_keys(list(index), snap.keys, self._rng, start)
         return [(index[s], keys[index[s]]) for s in ordered]
+
+
+def _benched(label: str, bench: CooldownRecord, now: float) -> RouteDiagnostic:
+    return RouteDiagnostic(label, "cooldown", f"model benched for {bench.until - now:.0f}s")
+
+
+def _at_limit(out: RouteCheck, verdict: LimitVerdict, idx: int) -> None:
+    out.diagnostics.append(RouteDiagnostic(out.route.label, verdict.reason or "rpm", f"key{idx + 1} at its limit"))
+    retry_at = verdict.retry_at
+    if retry_at is not None and (out.frees_at is None or retry_at < out.frees_at):
+        out.frees_at = retry_at
 
 
 def _capability_gap(route: ModelRoute, needs: Needs) -> tuple[str, str] | None:

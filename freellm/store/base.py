@@ -195,6 +195,19 @@ def shares_hot_state(store: object) -> bool:
     return bool(getattr(store, "shared_hot_state", False))
 
 
+@dataclass(frozen=True, slots=True)
+class LeaseAttempt:
+    """What :meth:`StateStore.acquire_route_lease` decided."""
+
+    lease_id: str | None
+    """The lease taken, or None (the scope is at its limit, or a scope asked about is cooling down)."""
+    usage: UsageSnapshot
+    """The usage the decision saw, before the new lease (empty when a cooldown decided it)."""
+    cooling: tuple[str, CooldownRecord] | None = None
+    """The first scope asked about that is cooling down, and its cooldown: then nothing else was
+    checked and no lease was taken."""
+
+
 def within_limits(limits: ModelLimits, usage: UsageSnapshot, tokens: int) -> bool:
     """Whether one more request of ``tokens`` fits ``limits`` given ``usage`` (windows plus leases).
 
@@ -266,6 +279,14 @@ class StateStore(Protocol):
         what the decision saw, before the new lease. Atomic across every process sharing the backend, so
         two replicas can never both take a scope's last slot (a separate ``usage`` then
         ``acquire_lease`` could)."""
+        ...
+
+    async def acquire_route_lease(
+        self, scope: str, tokens: int, now: float, ttl_s: float, limits: ModelLimits, cooling: tuple[str, ...]
+    ) -> LeaseAttempt:
+        """The router's whole per-key decision in one step — one round trip on a shared store: unless
+        one of the ``cooling`` scopes (the model's bench, the key's own scope) has an active cooldown,
+        :meth:`acquire_lease_within`."""
         ...
 
     async def release_lease(self, scope: str, lease_id: str) -> None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from freellm.store.base import (
     Analytics,
     CooldownRecord,
+    LeaseAttempt,
     RequestLogRow,
     StateStore,
     StatusFilter,
@@ -86,6 +87,11 @@ class CompositeStore:
         self, scope: str, tokens: int, now: float, ttl_s: float, limits: ModelLimits
     ) -> tuple[str | None, UsageSnapshot]:
         return await self.hot.acquire_lease_within(scope, tokens, now, ttl_s, limits)
+
+    async def acquire_route_lease(
+        self, scope: str, tokens: int, now: float, ttl_s: float, limits: ModelLimits, cooling: tuple[str, ...]
+    ) -> LeaseAttempt:
+        return await self.hot.acquire_route_lease(scope, tokens, now, ttl_s, limits, cooling)
 
     async def release_lease(self, scope: str, lease_id: str) -> None:
         await self.hot.release_lease(scope, lease_id)

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, Final
 from freellm.store.base import (
     Analytics,
     CooldownRecord,
+    LeaseAttempt,
     RequestLogRow,
     RouteStats,
     StatusFilter,
@@ -308,6 +309,16 @@ class MemoryStore:
         if not within_limits(limits, usage, tokens):
             return None, usage
         return await self.acquire_lease(scope, tokens, now, ttl_s), usage
+
+    async def acquire_route_lease(
+        self, scope: str, tokens: int, now: float, ttl_s: float, limits: ModelLimits, cooling: tuple[str, ...]
+    ) -> LeaseAttempt:
+        for cooled in cooling:
+            record = await self.get_cooldown(cooled, now)
+            if record is not None:
+                return LeaseAttempt(None, _EMPTY_USAGE, (cooled, record))
+        lease_id, usage = await self.acquire_lease_within(scope, tokens, now, ttl_s, limits)
+        return LeaseAttempt(lease_id, usage)
 
     async def release_lease(self, scope: str, lease_id: str) -> None:
         leases = self._leases.get(scope)

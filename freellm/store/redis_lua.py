@@ -23,6 +23,7 @@ from typing import Final
 
 __all__ = [
     "ACQUIRE",
+    "ACQUIRE_ROUTE",
     "ACQUIRE_WITHIN",
     "ACTIVE_COOLDOWNS",
     "CLEAR_CACHED",
@@ -154,29 +155,49 @@ return 1
 """
 )
 
-ACQUIRE_WITHIN: Final = (
-    _COMMON
-    + """
+_ACQUIRE_WITHIN_FN: Final = """
 -- KEYS: usage hash, lease hash, lease set, newest-now key.
 -- ARGV: now, lease id, expiry, tokens, ttl_ms, rpm, rpd, tpm, tpd ('' = no limit).
--- The arithmetic of freellm.store.base.within_limits (keep them in step).
-local now = tonumber(ARGV[1])
-local u = usage(KEYS[1], KEYS[2], KEYS[3], now)
-local function lim(s) if s == '' then return nil end return tonumber(s) end
-local rpm, rpd, tpm, tpd = lim(ARGV[6]), lim(ARGV[7]), lim(ARGV[8]), lim(ARGV[9])
-local leased_n = u[7]
-local leased_t = u[8] + tonumber(ARGV[4])
-local ok = true
-if rpd and u[4] + leased_n >= rpd then ok = false end
-if ok and rpm and u[1] + leased_n >= rpm then ok = false end
-if ok and tpd and u[5] + leased_t > tpd then ok = false end
-if ok and tpm and u[2] + leased_t > tpm then ok = false end
-local granted = 0
-if ok then
-  take(KEYS[2], KEYS[3], KEYS[4], ARGV[2], ARGV[3], ARGV[4], ARGV[5], now, ARGV[1])
-  granted = 1
+-- The arithmetic of freellm.store.base.within_limits (keep them in step). Returns {granted, usage...}.
+local function acquire_within()
+  local now = tonumber(ARGV[1])
+  local u = usage(KEYS[1], KEYS[2], KEYS[3], now)
+  local function lim(s) if s == '' then return nil end return tonumber(s) end
+  local rpm, rpd, tpm, tpd = lim(ARGV[6]), lim(ARGV[7]), lim(ARGV[8]), lim(ARGV[9])
+  local leased_n = u[7]
+  local leased_t = u[8] + tonumber(ARGV[4])
+  local ok = true
+  if rpd and u[4] + leased_n >= rpd then ok = false end
+  if ok and rpm and u[1] + leased_n >= rpm then ok = false end
+  if ok and tpd and u[5] + leased_t > tpd then ok = false end
+  if ok and tpm and u[2] + leased_t > tpm then ok = false end
+  local granted = 0
+  if ok then
+    take(KEYS[2], KEYS[3], KEYS[4], ARGV[2], ARGV[3], ARGV[4], ARGV[5], now, ARGV[1])
+    granted = 1
+  end
+  table.insert(u, 1, granted)
+  return u
 end
-table.insert(u, 1, granted)
+"""
+
+ACQUIRE_WITHIN: Final = _COMMON + _ACQUIRE_WITHIN_FN + "return acquire_within()\n"
+
+ACQUIRE_ROUTE: Final = (
+    _COMMON
+    + _ACQUIRE_WITHIN_FN
+    + """
+-- The router's per-key decision in one round trip. KEYS: as ACQUIRE_WITHIN, then the cooldown hash.
+-- ARGV: as ACQUIRE_WITHIN, then the scopes whose cooldown forbids the lease (the model's, the key's).
+-- Returns {0, i, "<until> <json>"} when ARGV[9 + i] is cooling down, else {granted, 0, '', usage...}.
+local now = tonumber(ARGV[1])
+for i = 10, #ARGV do
+  local cur = redis.call('HGET', KEYS[5], ARGV[i])
+  if cur and tonumber(string.match(cur, '^(%S+)')) > now then return {0, i - 9, cur} end
+end
+local u = acquire_within()
+table.insert(u, 2, 0)
+table.insert(u, 3, '')
 return u
 """
 )

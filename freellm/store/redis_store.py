@@ -36,7 +36,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import AuthenticationError, RedisError, ResponseError
 
 from freellm.store import redis_lua
-from freellm.store.base import CooldownRecord, UsageSnapshot, within_limits
+from freellm.store.base import CooldownRecord, LeaseAttempt, UsageSnapshot, within_limits
 from freellm.store.memory import DAY_S, MINUTE_S, MemoryStore
 
 if TYPE_CHECKING:
@@ -134,6 +134,7 @@ class _Scripts:
         self.record_usage: AsyncScript = reg(redis_lua.RECORD_USAGE)
         self.acquire: AsyncScript = reg(redis_lua.ACQUIRE)
         self.acquire_within: AsyncScript = reg(redis_lua.ACQUIRE_WITHIN)
+        self.acquire_route: AsyncScript = reg(redis_lua.ACQUIRE_ROUTE)
         self.release: AsyncScript = reg(redis_lua.RELEASE)
         self.lease_count: AsyncScript = reg(redis_lua.LEASE_COUNT)
         self.set_cooldown: AsyncScript = reg(redis_lua.SET_COOLDOWN)
@@ -408,6 +409,32 @@ class RedisHotStore(MemoryStore):
             return await super().acquire_lease_within(scope, tokens, now, ttl_s, limits)
         usage = _snapshot(row[1:])
         return (lease_id if int(row[0]) else None), usage
+
+    async def acquire_route_lease(
+        self, scope: str, tokens: int, now: float, ttl_s: float, limits: ModelLimits, cooling: tuple[str, ...]
+    ) -> LeaseAttempt:
+        """One Lua script: the ``cooling`` scopes' cooldowns, then :meth:`acquire_lease_within`'s check
+        and lease — a routing decision is one round trip."""
+        if self._leases.get(scope):  # local leases from an outage: the combined path (see acquire_lease_within)
+            return await super().acquire_route_lease(scope, tokens, now, ttl_s, limits, cooling)
+        lease_id, args = self._lease_args(tokens, now, ttl_s)
+        keys = [*self._usage_keys(scope), self._k("lnow"), self._k("cd")]
+        limit_args: list[str | int] = [
+            "" if v is None else int(v) for v in (limits.rpm, limits.rpd, limits.tpm, limits.tpd)
+        ]
+
+        async def op(_: aioredis.Redis, s: _Scripts) -> list[Any]:
+            row: list[Any] = await s.acquire_route(keys=keys, args=[*args, *limit_args, *cooling])
+            return row
+
+        row = await self._run(op)
+        if isinstance(row, _Local):
+            return await super().acquire_route_lease(scope, tokens, now, ttl_s, limits, cooling)
+        blocked = int(row[1])
+        if blocked:
+            return LeaseAttempt(None, UsageSnapshot(), (cooling[blocked - 1], _cooldown(row[2])))
+        usage = _snapshot(row[3:])
+        return LeaseAttempt(lease_id if int(row[0]) else None, usage)
 
     async def release_lease(self, scope: str, lease_id: str) -> None:
         local = self._leases.get(scope)

@@ -82,6 +82,8 @@ class RedisProxy:
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self.port = 0
+        self.requests = 0
+        """Writes the clients sent (one per command or pipeline: a round trip each)."""
 
     @property
     def url(self) -> str:
@@ -112,14 +114,16 @@ class RedisProxy:
         except OSError:
             writer.close()
             return
-        for src, dst in ((reader, up_writer), (up_reader, writer)):
-            task = asyncio.create_task(self._pipe(src, dst))
+        for src, dst, upward in ((reader, up_writer, True), (up_reader, writer, False)):
+            task = asyncio.create_task(self._pipe(src, dst, upward))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-    async def _pipe(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+    async def _pipe(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, upward: bool) -> None:
         try:
             while data := await src.read(65536):
+                if upward:
+                    self.requests += 1
                 await self._flowing.wait()
                 dst.write(data)
                 await dst.drain()
@@ -672,3 +676,57 @@ def test_within_limits_is_check_limits() -> None:
                 leased_tokens=leased * 20,
             )
             assert within_limits(limits, usage, tokens) == check_limits(limits, usage, tokens).ok
+
+
+# -- the router's decision: one round trip ---------------------------------------------------------------
+async def test_a_routing_decision_is_one_round_trip(make_redis: Maker) -> None:
+    """``Router.pick`` on a Redis store: the model's bench, the key's cooldown, its limits and the lease
+    in one script — one request to Redis per key tried, whatever the outcome."""
+    from freellm.config import Settings
+    from freellm.routing.catalog import Catalog
+    from freellm.routing.router import Needs, Router, SkipSets
+    from freellm.store.base import model_scope
+
+    settings = Settings.model_validate(
+        {
+            "providers": [
+                {"name": "p", "kind": "openai", "base_url": "http://127.0.0.1:9/v1", "keys": ["k1"], "models": [{"id": "m"}]}
+            ],
+            "chain": ["p/m"],
+        }
+    )
+    proxy = await RedisProxy().start()
+    try:
+        store = await make_redis(proxy.url)
+        router = Router(settings, Catalog(settings), {}, store)
+        needs = Needs(estimate=10)
+
+        async def pick() -> tuple[int, Any]:
+            before = proxy.requests
+            result = await router.pick(router.plan("auto"), needs, SkipSets(), time.time())
+            return proxy.requests - before, result
+
+        _, warm = await pick()  # the first call also loads the script (NOSCRIPT, SCRIPT LOAD)
+        assert warm.choice is not None
+        trips, granted = await pick()
+        assert trips == 1 and granted.choice is not None and granted.lease_id
+        await store.set_cooldown(model_scope("p", "m"), CooldownRecord(until=time.time() + 60, source="bench"))
+        trips, benched = await pick()
+        assert trips == 1 and benched.choice is None
+        assert [d.kind for d in benched.diagnostics] == ["cooldown"] and "benched" in benched.diagnostics[0].detail
+    finally:
+        await proxy.close()
+
+
+async def test_acquire_route_lease_reports_the_first_cooling_scope(hot: MemoryStore) -> None:
+    now = time.time()
+    limits = ModelLimits(rpm=1)
+    await hot.set_cooldown("key-scope", CooldownRecord(until=now + 30, source="heuristic", reason="429"))
+    blocked = await hot.acquire_route_lease("key-scope", 5, now, 30, limits, ("model-scope", "key-scope"))
+    assert blocked.lease_id is None and blocked.cooling is not None
+    assert blocked.cooling[0] == "key-scope" and blocked.cooling[1].reason == "429"
+    granted = await hot.acquire_route_lease("other", 5, now, 30, limits, ("model-scope", "other"))
+    assert granted.lease_id is not None and granted.cooling is None and granted.usage.leased_requests == 0
+    full = await hot.acquire_route_lease("other", 5, now, 30, limits, ("model-scope", "other"))
+    assert full.lease_id is None and full.cooling is None and full.usage.leased_requests == 1
+    await hot.release_lease("other", granted.lease_id)
