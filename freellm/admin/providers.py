@@ -27,7 +27,7 @@ from freellm.config import ProviderConfig
 from freellm.errors import ClientError
 from freellm.providers.base import Provider
 from freellm.routing.catalog import key_fingerprint
-from freellm.routing.health import KeyHealth
+from freellm.routing.health import HEALTH_SETTING, KeyHealth
 from freellm.secrets import KeyVault, StoredKey, mask, validate_key_text
 from freellm.server.state import GATEWAY, Gateway
 
@@ -268,8 +268,10 @@ async def test_key(request: web.Request) -> web.Response:
     except KeyError:
         raise ClientError(409, f"The provider `{name}` is disabled.", code="provider_disabled") from None
     check = await check_key(provider, key.secret)
-    gw.router.health.record_check(name, key.id, check.upstream_status, time.time())
-    return json_reply(request, check.doc(key.id, gw.router.health.status(name, key.id)))
+    health = gw.router.health
+    if health.record_check(name, key.id, check.upstream_status, time.time()):
+        await gw.store.set_setting(HEALTH_SETTING, health.dump())  # every process learns it (admin.watch)
+    return json_reply(request, check.doc(key.id, health.status(name, key.id)))
 
 
 # ---- helpers -------------------------------------------------------------------------------------------

@@ -1,12 +1,14 @@
-"""Picking up configuration another process wrote: ``freellm keys … --config``, or another worker's admin API.
+"""Picking up what another process wrote: ``freellm keys … --config``, another worker's or replica's admin
+API, and what routing learned elsewhere (key health, limits read from headers).
 
 The admin API changes the running gateway in memory and persists the change as two store settings —
 the encrypted keys (``provider_keys``) and the overlay (``admin_overlay``). Other processes sharing the
 data directory write the same settings: the CLI acting on the data directory while the gateway runs,
 and the other workers of ``serve --workers N``, each with its own memory. :class:`SettingsWatcher`
-re-reads both settings every :data:`WATCH_INTERVAL_S` (one small query) and, when another process
-changed one, reloads it and moves this gateway onto the new effective settings — so a change made
-anywhere is served everywhere within a few seconds, with no restart (docs/cli.md promises 5 s).
+re-reads them every :data:`WATCH_INTERVAL_S` (one small query) and, when another process changed one,
+reloads it and moves this gateway onto the new effective settings — so a change made anywhere is
+served everywhere within a few seconds, with no restart (docs/cli.md promises 5 s). Key health and
+learned limits, which every process writes as it learns them, are merged into this router the same way.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import logging
 from typing import TYPE_CHECKING, Final
 
 from freellm.admin.live import OVERLAY_SETTING, RuntimeKey, apply_settings
+from freellm.routing.health import HEALTH_SETTING
+from freellm.routing.learned import LEARNED_SETTING
 from freellm.secrets import SETTING_NAME as KEYS_SETTING
 
 if TYPE_CHECKING:
@@ -29,7 +33,9 @@ log = logging.getLogger("freellm.admin")
 WATCH_INTERVAL_S: Final = 1.0
 """How often the settings are re-read: well inside the 5 s the CLI promises, and a query this small
 (two rows by primary key, on the store's reader thread) costs nothing measurable."""
-WATCHED_SETTINGS: Final = (KEYS_SETTING, OVERLAY_SETTING)
+WATCHED_SETTINGS: Final = (KEYS_SETTING, OVERLAY_SETTING, HEALTH_SETTING, LEARNED_SETTING)
+"""The configuration the admin API writes, and what routing learned that the fleet should share: key
+health (a key found invalid is skipped everywhere) and the limits read from providers' headers."""
 
 
 class SettingsWatcher:
@@ -60,6 +66,13 @@ class SettingsWatcher:
         changed = await gw.store.refresh_settings(WATCHED_SETTINGS)
         if not changed:
             return False
+        router = gw.router
+        if HEALTH_SETTING in changed:
+            router.health.load(changed[HEALTH_SETTING])
+        if LEARNED_SETTING in changed:
+            router.learned.load(changed[LEARNED_SETTING], gw.catalog.by_label)
+        if OVERLAY_SETTING not in changed and KEYS_SETTING not in changed:
+            return True
         if OVERLAY_SETTING in changed:
             await live.load()
         if KEYS_SETTING in changed and gw.vault is not None:

@@ -11,8 +11,9 @@ import httpx2 as httpx
 
 from freellm.admin.watch import WATCH_INTERVAL_S
 from freellm.sim import SimServer
+from freellm.sim.control import SimControl
 from tests.harness import CLIENT_KEY, BackgroundLoop, GatewayServer, gateway_settings, start_gateway, unique
-from tests.integration.helpers import MODEL
+from tests.integration.helpers import MODEL, upstream
 
 ADMIN_KEY = "sk-admin-watch"
 ADMIN = {"Authorization": f"Bearer {ADMIN_KEY}"}
@@ -90,3 +91,30 @@ def test_the_reader_keeps_its_own_unsaved_change(servers_loop: BackgroundLoop, s
         assert chat_status(gw) == (200, f"{b}/{MODEL}")
     finally:
         gw.close()
+
+
+def test_key_health_learned_by_one_gateway_is_known_to_another(
+    servers_loop: BackgroundLoop, sim: SimServer, sim_control: SimControl, tmp_path: Path
+) -> None:
+    a, b = unique("alpha"), unique("beta")
+    settings = gateway_settings(
+        tmp_path / "data", sim.base_url, {a: [MODEL], b: [MODEL]}, extra={"auth": {"admin_keys": [ADMIN_KEY]}}
+    )
+    writer = start_gateway(servers_loop, settings)
+    reader = start_gateway(servers_loop, settings)
+    try:
+        [key] = next(p for p in httpx.get(f"{writer.base_url}/admin/providers", headers=ADMIN).json()["data"] if p["name"] == a)["keys"]
+        sim_control.script(a, {"status": 401}, endpoint="models")
+        tested = httpx.post(f"{writer.base_url}/admin/providers/{a}/keys/{key['id']}/test", headers=ADMIN).json()
+        assert tested["status"] == "invalid"
+
+        def reader_knows() -> bool:
+            listed = httpx.get(f"{reader.base_url}/admin/providers", headers=ADMIN).json()["data"]
+            return next(p for p in listed if p["name"] == a)["keys"][0]["status"] == "invalid"
+
+        within_pick_up(reader_knows)
+        assert chat_status(reader) == (200, f"{b}/{MODEL}")  # the invalid key is skipped there too
+        assert upstream(sim_control, a) == []
+    finally:
+        reader.close()
+        writer.close()
