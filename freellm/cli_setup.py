@@ -105,9 +105,9 @@ def cmd_setup(args: argparse.Namespace) -> int:
     loc = locations(os.environ)
     try:
         if args.undo:
-            if not undo(client, loc, log=_say):
+            if not undo(client, loc, log=_say, dry_run=args.print):
                 _say(f"nothing to undo for {client.name}: setup has not changed its files")
-            else:
+            elif not args.print:
                 _say(f"{client.title} is back to its configuration before freellm setup")
             return 0
         target = target_from_args(args)
@@ -154,7 +154,9 @@ def add_setup_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     p.add_argument("--url", help="the gateway's URL, e.g. http://127.0.0.1:3001 (a trailing /v1 is dropped)")
     p.add_argument("--key", help="a client key of the gateway")
     p.add_argument("--model", help="the model the client asks for (default: auto, the configured chain)")
-    p.add_argument("--print", action="store_true", help="show what would be written, write nothing")
+    p.add_argument(
+        "--print", action="store_true", help="show what would be written (or, with --undo, restored), write nothing"
+    )
     p.add_argument("--show-key", action="store_true", help="with --print: show the key instead of masking it")
     p.add_argument("--undo", action="store_true", help="restore the backups and remove what setup created")
     p.set_defaults(func=cmd_setup)

@@ -263,10 +263,13 @@ def apply(p: Plan, log: Callable[[str], None] = lambda _msg: None) -> list[Path]
     return [ch.path for ch in todo]
 
 
-def undo(client: Client, loc: Locations, log: Callable[[str], None] = lambda _msg: None) -> bool:
+def undo(
+    client: Client, loc: Locations, log: Callable[[str], None] = lambda _msg: None, *, dry_run: bool = False
+) -> bool:
     """Put back what setup changed for ``client``. False when there is nothing to undo (no manifest).
 
-    Every backup is checked before anything moves, so a missing one stops undo with the files untouched."""
+    Every backup is checked before anything moves, so a missing one stops undo with the files untouched.
+    ``dry_run`` only logs what would be done."""
     mpath = manifest_path(client, loc)
     manifest = _load_manifest(mpath)
     if manifest is None:
@@ -275,6 +278,14 @@ def undo(client: Client, loc: Locations, log: Callable[[str], None] = lambda _ms
     for e in entries:
         if not e.get("created") and _read(Path(e["backup"])) is None:
             raise SetupError(f"the backup {e['backup']} of {e['path']} is missing; nothing was changed")
+    if dry_run:
+        for e in entries:
+            if e.get("created"):
+                log(f"would remove {e['path']}")
+            else:
+                log(f"would restore {e['path']} from {e['backup']}")
+        log(f"would remove {mpath}")
+        return True
     try:
         for e in entries:
             path = Path(e["path"])

@@ -201,6 +201,10 @@ def test_merge_backup_and_undo(client: str, make_home: Callable[..., Home]) -> N
         text = home.paths(client)[0].read_text()
         assert text.startswith("# my aider\n") and yaml.safe_load(text)["dark-mode"] is True
 
+    configured = home.digest()
+    res = home.run(client, "--undo", "--print")
+    assert res.returncode == 0 and "would " in res.stdout and home.digest() == configured
+
     res = home.run(client, "--undo")
     assert res.returncode == 0, res.stderr
     assert home.digest() == before, "undo restores every file byte for byte and removes what setup created"
