@@ -63,6 +63,8 @@ def target_from_args(args: argparse.Namespace) -> Target:
     """``--config`` (with ``--url``/``--key`` overriding what it says) or ``--url`` and ``--key``."""
     url: str | None = args.url
     key: str | None = args.key
+    if key == "-":  # from stdin: keeps the key out of `ps` and the shell history
+        key = sys.stdin.readline().strip()
     if args.config:
         cfg_url, cfg_key = _config_target(args.config)
         url = url or cfg_url
@@ -152,7 +154,7 @@ def add_setup_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     p.add_argument("client", choices=sorted(CLIENTS), help="the client to configure")
     p.add_argument("--config", help="the gateway's YAML config: URL from server.host/port, key from auth.api_keys")
     p.add_argument("--url", help="the gateway's URL, e.g. http://127.0.0.1:3001 (a trailing /v1 is dropped)")
-    p.add_argument("--key", help="a client key of the gateway")
+    p.add_argument("--key", help="a client key of the gateway (- reads it from the first line of stdin)")
     p.add_argument("--model", help="the model the client asks for (default: auto, the configured chain)")
     p.add_argument(
         "--print", action="store_true", help="show what would be written (or, with --undo, restored), write nothing"

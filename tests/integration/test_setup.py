@@ -307,6 +307,21 @@ def test_url_with_v1_is_the_root(make_home: Callable[..., Home]) -> None:
     assert_configured("claude", home)
 
 
+def test_key_from_stdin(make_home: Callable[..., Home]) -> None:
+    home = make_home()
+    res = subprocess.run(
+        [sys.executable, "-m", "freellm.cli", "setup", "aider", "--url", URL, "--key", "-"],
+        input=KEY + "\n",
+        env=home.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert res.returncode == 0, res.stderr
+    assert_configured("aider", home)
+
+
 def test_rerun_keeps_the_first_backup(make_home: Callable[..., Home]) -> None:
     """Setup twice (a new model the second time): undo still returns to the file from before the first run,
     and a second run that changes nothing writes nothing."""
