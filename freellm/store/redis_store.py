@@ -176,6 +176,11 @@ class RedisHotStore(MemoryStore):
         self._id_prefix = secrets.token_hex(6)
         self._lease_now = 0.0
         """Newest ``now`` a lease operation of this process saw (``lease_count`` takes none)."""
+        self._orphans: dict[str, tuple[str, str]] = {}
+        """Local lease id → (scope, Redis lease id) for a lease whose Redis call timed out: Redis may
+        have taken it anyway, so it is released there too (now, or once Redis answers again)."""
+        self._orphans_done: list[tuple[str, str]] = []
+        """Such Redis leases whose local lease was released while Redis was still away."""
         self._cache_budget = 0
         """The response cache's entry budget, learned from ``load_cached(limit=max_entries)`` at start-up:
         the entries in Redis are trimmed to it (least recently stored first) — one budget for the fleet."""
@@ -267,6 +272,9 @@ class RedisHotStore(MemoryStore):
                 continue
             self._degraded = False
             log.info("Redis hot state at %s answers again: hot state is shared again", self._where)
+            done, self._orphans_done = self._orphans_done, []
+            for scope, lease_id in done:  # leases a timed-out call may have left in Redis
+                await self._release_remote(scope, lease_id)
             return
 
     # -- keys -----------------------------------------------------------------------------------------
@@ -379,8 +387,11 @@ class RedisHotStore(MemoryStore):
         async def op(_: aioredis.Redis, s: _Scripts) -> object:
             return await s.acquire(keys=keys, args=args)
 
+        was_degraded = self._degraded
         if isinstance(await self._run(op), _Local):
-            return await super().acquire_lease(scope, tokens, now, ttl_s)
+            local = await super().acquire_lease(scope, tokens, now, ttl_s)
+            self._maybe_orphaned(was_degraded, local, scope, lease_id)
+            return local
         return lease_id
 
     async def acquire_lease_within(
@@ -404,9 +415,12 @@ class RedisHotStore(MemoryStore):
             row: list[int] = await s.acquire_within(keys=keys, args=[*args, *limit_args])
             return row
 
+        was_degraded = self._degraded
         row = await self._run(op)
         if isinstance(row, _Local):
-            return await super().acquire_lease_within(scope, tokens, now, ttl_s, limits)
+            local, snapshot = await super().acquire_lease_within(scope, tokens, now, ttl_s, limits)
+            self._maybe_orphaned(was_degraded, local, scope, lease_id)
+            return local, snapshot
         usage = _snapshot(row[1:])
         return (lease_id if int(row[0]) else None), usage
 
@@ -427,26 +441,42 @@ class RedisHotStore(MemoryStore):
             row: list[Any] = await s.acquire_route(keys=keys, args=[*args, *limit_args, *cooling])
             return row
 
+        was_degraded = self._degraded
         row = await self._run(op)
         if isinstance(row, _Local):
-            return await super().acquire_route_lease(scope, tokens, now, ttl_s, limits, cooling)
+            attempt = await super().acquire_route_lease(scope, tokens, now, ttl_s, limits, cooling)
+            self._maybe_orphaned(was_degraded, attempt.lease_id, scope, lease_id)
+            return attempt
         blocked = int(row[1])
         if blocked:
             return LeaseAttempt(None, UsageSnapshot(), (cooling[blocked - 1], _cooldown(row[2])))
         usage = _snapshot(row[3:])
         return LeaseAttempt(lease_id if int(row[0]) else None, usage)
 
-    async def release_lease(self, scope: str, lease_id: str) -> None:
-        local = self._leases.get(scope)
-        if local is not None and lease_id in local:  # taken while degraded: it lives in memory
-            await super().release_lease(scope, lease_id)
-            return
+    def _maybe_orphaned(self, was_degraded: bool, local: str | None, scope: str, remote: str) -> None:
+        """A lease call that failed just now (not one skipped while degraded) may still have reached
+        Redis: pair the Redis lease id with the local lease that replaced it."""
+        if not was_degraded and local is not None:
+            self._orphans[local] = (scope, remote)
+
+    async def _release_remote(self, scope: str, lease_id: str) -> None:
         keys = [self._k("l", scope), self._k("L")]
 
         async def op(_: aioredis.Redis, s: _Scripts) -> object:
             return await s.release(keys=keys, args=[lease_id])
 
-        await self._run(op)  # unreachable: the lease expires in Redis by itself
+        if isinstance(await self._run(op), _Local):
+            self._orphans_done.append((scope, lease_id))
+
+    async def release_lease(self, scope: str, lease_id: str) -> None:
+        local = self._leases.get(scope)
+        if local is not None and lease_id in local:  # taken while degraded: it lives in memory
+            await super().release_lease(scope, lease_id)
+            orphan = self._orphans.pop(lease_id, None)
+            if orphan is not None:
+                await self._release_remote(*orphan)
+            return
+        await self._release_remote(scope, lease_id)  # unreachable: released once Redis answers (or expires)
 
     async def lease_count(self) -> int:
         keys = [self._k("L"), self._k("lnow")]

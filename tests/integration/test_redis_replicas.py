@@ -110,6 +110,39 @@ def test_rpm_holds_for_the_fleet_concurrent(replicas: Replicas, sim_control: Sim
         assert health(gw) == {"status": "ok"}
 
 
+def test_64_streams_over_two_replicas_with_a_failing_provider_all_complete(
+    replicas: Replicas, sim_control: SimControl
+) -> None:
+    """The failing provider is tried first; every stream fails over before its first token and
+    completes on the healthy one, and no lease is left in Redis afterwards."""
+    a, b = unique("alpha"), unique("beta")
+    gws = replicas(2, {a: [MODEL], b: [MODEL]}, extra={"fallback": {"cooldown_local_s": 0.001}})
+    sim_control.set_default({"status": 500}, provider=a)
+
+    def stream(i: int) -> tuple[str, str]:
+        with httpx.stream(
+            "POST",
+            f"{gws[i % 2].v1}/chat/completions",
+            json={"model": "auto", "stream": True, "messages": [{"role": "user", "content": f"stream {i}"}]},
+            headers={"Authorization": f"Bearer {CLIENT_KEY}"},
+            timeout=30,
+        ) as resp:
+            assert resp.status_code == 200
+            body = resp.read().decode()
+            return resp.headers["x-routed-via"], body
+
+    try:
+        with ThreadPoolExecutor(64) as pool:
+            results = list(pool.map(stream, range(64)))
+    finally:
+        sim_control.set_default(None, provider=a)
+    assert all(route == f"{b}/{MODEL}" for route, _ in results)
+    assert all(body.rstrip().endswith("data: [DONE]") and "error" not in body for _, body in results)
+    assert len(upstream(sim_control, b)) == 64
+    for gw in gws:  # released everywhere (a lease whose Redis call timed out under this load included)
+        wait_for(lambda gw=gw: gw.run(gw.state.store.lease_count()) == 0)
+
+
 def test_a_429_on_one_replica_cools_the_key_for_the_others(
     replicas: Replicas, sim_control: SimControl
 ) -> None:

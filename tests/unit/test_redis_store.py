@@ -730,3 +730,27 @@ async def test_acquire_route_lease_reports_the_first_cooling_scope(hot: MemorySt
     full = await hot.acquire_route_lease("other", 5, now, 30, limits, ("model-scope", "other"))
     assert full.lease_id is None and full.cooling is None and full.usage.leased_requests == 1
     await hot.release_lease("other", granted.lease_id)
+
+
+async def test_a_lease_whose_call_timed_out_is_released_in_redis_too(make_redis: Maker) -> None:
+    """A stall past the timeout: the lease falls back to local memory, but the held request reaches
+    Redis when the line clears — that Redis lease is released once Redis answers, so no slot leaks."""
+    proxy = await RedisProxy().start()
+    try:
+        store = await make_redis(proxy.url, timeout_ms=150, reconnect_first_s=0.05, reconnect_max_s=0.2)
+        direct = await make_redis()
+        now = time.time()
+        limits = ModelLimits(rpm=10)
+        proxy.pause()
+        lease_id, _ = await store.acquire_lease_within(A, 1, now, 60, limits)
+        assert lease_id is not None and store.health() == {"state": "local"}
+        await store.release_lease(A, lease_id)  # released here; Redis still away
+        proxy.resume()  # the held acquire now reaches Redis: a lease nobody holds, until recovery
+
+        async def recovered_and_clean() -> bool:
+            return store.health() == {} and await direct.lease_count() == 0
+
+        await eventually(recovered_and_clean)
+        assert (await direct.usage(A, time.time())).leased_requests == 0
+    finally:
+        await proxy.close()
