@@ -19,6 +19,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -592,6 +593,56 @@ def test_workers_share_the_port_and_a_cooldown(spawn: Callable[..., Proc], tmp_p
     code, _ = gw.terminate(timeout=20)
     assert code == 0, gw.stderr()
     assert "Traceback" not in gw.stderr()
+
+
+@pytest.fixture
+def redis_namespace() -> Iterator[str]:
+    """A Redis namespace of this test's own, deleted afterwards."""
+    import redis
+
+    namespace = f"t_{uuid.uuid4().hex}"
+    yield namespace
+    client = redis.Redis.from_url("redis://127.0.0.1:6379/0")
+    try:
+        keys = list(client.scan_iter(match=f"{namespace}:*"))
+        if keys:
+            client.delete(*keys)
+    finally:
+        client.close()
+
+
+def test_workers_share_limits_and_cooldowns_through_redis(
+    spawn: Callable[..., Proc], tmp_path: Path, sim: SimServer, redis_namespace: str
+) -> None:
+    """``serve --workers 2`` with ``storage.redis_url``: the workers' hot state is Redis, so a key's
+    ``rpm: 3`` holds for both at once and a 429 seen by one is skipped by the other — no sync wait."""
+    sim_url = sim.base_url
+    a, b = unique("alpha"), unique("beta")
+    port, key = free_port(), "sk-workers-" + unique("k")
+    config = tmp_path / "workers.yaml"
+    config.write_text(
+        textwrap.dedent(WORKERS_CONFIG).format(port=port, key=key, sim=sim_url, a=a, b=b).replace(
+            "storage: {path: ./data}", f"storage: {{path: ./data, redis_url: 'redis://127.0.0.1:6379/0', namespace: {redis_namespace}}}"
+        ).replace("models: [{id: model-x}]}", "models: [{id: model-x, limits: {rpm: 3}}]}", 1),
+        encoding="utf-8",
+    )
+    gw = spawn(["serve", "--config", str(config), "--workers", "2"], port=port)
+    gw.wait_ready()
+    headers = {"Authorization": f"Bearer {key}"}
+    body = {"model": "auto", "messages": [{"role": "user", "content": "hi"}]}
+    routes = [
+        httpx.post(f"{gw.base_url}/v1/chat/completions", json=body, headers=headers, timeout=10).headers["X-Routed-Via"]
+        for _ in range(9)  # a fresh connection each time: the kernel spreads them over both workers
+    ]
+    assert routes.count(f"{a}/model-x") == 3 and len(SimControl(sim_url).requests(provider=a)) == 3
+    SimControl(sim_url).script(b, {"status": 429, "retry_after": "120"}, times=1)
+    cooled = httpx.post(f"{gw.base_url}/v1/chat/completions", json=body, headers=headers, timeout=10)
+    assert cooled.status_code == 429  # a is at its limit, b answered 429: nothing left
+    for _ in range(6):  # both workers skip b at once: it stays cooling down everywhere
+        assert httpx.post(f"{gw.base_url}/v1/chat/completions", json=body, headers=headers, timeout=10).status_code == 429
+    assert len(SimControl(sim_url).requests(provider=b)) == 7  # 6 answered, 1 refused, then skipped by both
+    code, _ = gw.terminate(timeout=20)
+    assert code == 0, gw.stderr()
 
 
 # -- freellm keys rotate-master ------------------------------------------------------------------------------
