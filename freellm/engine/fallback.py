@@ -41,6 +41,10 @@ _RETIRED_S = 10 * 365 * _DAY
 """A retirement is a model-scope cooldown that outlives any deployment."""
 
 
+_STREAKS = ("ladder", "rate_limit", "empty_length")
+"""The failure streaks a success ends (cleared by ``settle_lease``)."""
+
+
 @dataclass(slots=True)
 class _LoopState:
     trail: list[TrailEntry] = field(default_factory=list)
@@ -93,6 +97,7 @@ class FallbackLoop:
                 deadline=deadline,
             )
             started = loop.time()
+            settled = False
             try:
                 try:
                     outcome = await run_attempt(attempt)
@@ -108,12 +113,13 @@ class FallbackLoop:
                     state.failures.append(hedged)
                     state.budget_ran_out = True
                     break
-                await self._on_success(attempt, outcome, started)
+                settled = await self._on_success(attempt, outcome, started)
                 return outcome
             finally:
-                # After the success is counted in the rate window, never before: in between, another
-                # replica would see the request neither as a lease nor as usage and could take its slot.
-                await self._store.release_lease(key_scope(route.provider, route.model, key.key_id), pick.lease_id)
+                # A success releases its lease in the same step that counts it (settle_lease): never
+                # before, or another replica would see the request neither leased nor counted.
+                if not settled:
+                    await self._store.release_lease(key_scope(route.provider, route.model, key.key_id), pick.lease_id)
         raise exhausted_after_attempts(
             state.trail,
             state.failures,
@@ -207,7 +213,8 @@ class FallbackLoop:
         if bench is not None:
             await self._store.set_cooldown(mscope, CooldownRecord(until=now + bench, source="bench"))
 
-    async def _on_success(self, attempt: Attempt, outcome: TurnOutcome, started: float) -> None:
+    async def _on_success(self, attempt: Attempt, outcome: TurnOutcome, started: float) -> bool:
+        """Book a turn that reached the client; True when its lease was settled (released) here."""
         route = attempt.route
         scope = key_scope(route.provider, route.model, attempt.key_id)
         now = time.time()
@@ -226,11 +233,9 @@ class FallbackLoop:
             failure = classify(outcome.committed_error, secrets=(attempt.key,))
             if not failure.skip_bench:
                 await self._cool_down(attempt, failure, scope, now)
-            return
-        await self._store.record_usage(scope, outcome.tokens_in + outcome.tokens_out, now)
-        await self._store.clear_events("ladder", scope)
-        await self._store.clear_events("rate_limit", scope)
-        await self._store.clear_events("empty_length", scope)
+            return False
+        await self._store.settle_lease(scope, attempt.lease_id, outcome.tokens_in + outcome.tokens_out, now, _STREAKS)
+        return True
 
     async def exhaustion_without_attempts(self, checks: list[RouteCheck]) -> Exhausted:
         """The exhaustion a request gets when no route can be tried (``Router.examine`` found none)."""

@@ -292,6 +292,13 @@ class StateStore(Protocol):
     async def release_lease(self, scope: str, lease_id: str) -> None:
         """Release a lease. Idempotent: releasing twice or an expired lease is a no-op."""
 
+    async def settle_lease(self, scope: str, lease_id: str, tokens: int, now: float, clear: tuple[str, ...]) -> None:
+        """A successful attempt's bookkeeping in one step (one round trip on a shared store): count it in
+        the windows (:meth:`record_usage`), forget its failure streaks (:meth:`clear_events` of each name
+        in ``clear``), then release its lease — in that order, so no other process ever sees the request
+        as neither leased nor counted."""
+        ...
+
     async def lease_count(self) -> int:
         """Live leases across all scopes (tests check it returns to zero)."""
 

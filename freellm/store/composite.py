@@ -96,6 +96,9 @@ class CompositeStore:
     async def release_lease(self, scope: str, lease_id: str) -> None:
         await self.hot.release_lease(scope, lease_id)
 
+    async def settle_lease(self, scope: str, lease_id: str, tokens: int, now: float, clear: tuple[str, ...]) -> None:
+        await self.hot.settle_lease(scope, lease_id, tokens, now, clear)
+
     async def lease_count(self) -> int:
         return await self.hot.lease_count()
 

@@ -320,6 +320,12 @@ class MemoryStore:
         lease_id, usage = await self.acquire_lease_within(scope, tokens, now, ttl_s, limits)
         return LeaseAttempt(lease_id, usage)
 
+    async def settle_lease(self, scope: str, lease_id: str, tokens: int, now: float, clear: tuple[str, ...]) -> None:
+        await self.record_usage(scope, tokens, now)
+        for name in clear:
+            await self.clear_events(name, scope)
+        await self.release_lease(scope, lease_id)
+
     async def release_lease(self, scope: str, lease_id: str) -> None:
         leases = self._leases.get(scope)
         if leases is not None and leases.pop(lease_id, None) is not None and not leases:

@@ -43,11 +43,13 @@ local function fmt(x) return string.format('%.17g', x) end
 -- Drop the buckets of window w that have aged out at `now` (a bucket i leaves once
 -- (i + 1) * width <= now - span); returns requests, tokens and the oldest bucket index (-1: empty).
 local function prune(k, w, width, span, now)
-  local lo = redis.call('HGET', k, w .. 'lo')
-  if not lo then return 0, 0, -1 end
-  lo = tonumber(lo)
-  local hi = tonumber(redis.call('HGET', k, w .. 'hi'))
+  local f = redis.call('HMGET', k, w .. 'lo', w .. 'hi', w .. 'R', w .. 'T')
+  if not f[1] then return 0, 0, -1 end
+  local lo = tonumber(f[1])
+  local hi = tonumber(f[2])
   local cutoff = now - span
+  -- The common case: the oldest bucket (every kept bucket is >= lo) has not aged out.
+  if (lo + 1) * width > cutoff then return tonumber(f[3]), tonumber(f[4]), lo end
   local gone_r, gone_t = 0, 0
   while lo <= hi do
     local r = redis.call('HGET', k, w .. 'r' .. lo)

@@ -33,7 +33,7 @@ import orjson
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.exceptions import AuthenticationError, RedisError, ResponseError
+from redis.exceptions import AuthenticationError, NoScriptError, RedisError, ResponseError
 
 from freellm.store import redis_lua
 from freellm.store.base import CooldownRecord, LeaseAttempt, UsageSnapshot, within_limits
@@ -356,15 +356,13 @@ class RedisHotStore(MemoryStore):
             snap = _with_leases(snap, extra.leased_requests, extra.leased_tokens)
         return snap
 
+    @staticmethod
+    def _usage_args(tokens: int, now: float) -> list[str | int]:
+        return [_f(now), int(now // _MINUTE_BUCKET_S), int(now // _DAY_BUCKET_S), int(tokens), _USAGE_TTL_MS]
+
     async def record_usage(self, scope: str, tokens: int, now: float) -> None:
         key = self._k("u", scope)
-        args: list[str | int] = [
-            _f(now),
-            int(now // _MINUTE_BUCKET_S),
-            int(now // _DAY_BUCKET_S),
-            int(tokens),
-            _USAGE_TTL_MS,
-        ]
+        args = self._usage_args(tokens, now)
 
         async def op(_: aioredis.Redis, s: _Scripts) -> object:
             return await s.record_usage(keys=[key], args=args)
@@ -477,6 +475,41 @@ class RedisHotStore(MemoryStore):
                 await self._release_remote(*orphan)
             return
         await self._release_remote(scope, lease_id)  # unreachable: released once Redis answers (or expires)
+
+    async def settle_lease(self, scope: str, lease_id: str, tokens: int, now: float, clear: tuple[str, ...]) -> None:
+        """One pipeline (one round trip): the usage script, the events' DELs, the release script — run in
+        that order by Redis."""
+        local = self._leases.get(scope)
+        if local is not None and lease_id in local:  # a lease from an outage: the step-by-step path
+            await super().settle_lease(scope, lease_id, tokens, now, clear)
+            return
+        for name in clear:
+            await MemoryStore.clear_events(self, name, scope)
+        usage_key, usage_args = self._k("u", scope), self._usage_args(tokens, now)
+        event_keys = [k for name in clear for k in (self._k("e", name + "\x1f" + scope), self._k("eh", name + "\x1f" + scope))]
+        lease_keys = [self._k("l", scope), self._k("L")]
+
+        async def op(r: aioredis.Redis, s: _Scripts) -> object:
+            # EVALSHA by hand: a pipeline holding Script objects first asks SCRIPT EXISTS (a second round
+            # trip). A script Redis lost (a restart) is run again on its own, which loads it.
+            async with r.pipeline(transaction=False) as pipe:
+                pipe.evalsha(s.record_usage.sha, 1, usage_key, *usage_args)
+                if event_keys:
+                    pipe.delete(*event_keys)
+                pipe.evalsha(s.release.sha, len(lease_keys), *lease_keys, lease_id)
+                replies = await pipe.execute(raise_on_error=False)
+            if isinstance(replies[0], NoScriptError):
+                await s.record_usage(keys=[usage_key], args=usage_args)
+            if isinstance(replies[-1], NoScriptError):
+                await s.release(keys=lease_keys, args=[lease_id])
+            for reply in replies:
+                if isinstance(reply, Exception) and not isinstance(reply, NoScriptError):
+                    raise reply
+            return replies
+
+        if isinstance(await self._run(op), _Local):
+            await MemoryStore.record_usage(self, scope, tokens, now)
+            self._orphans_done.append((scope, lease_id))  # released in Redis once it answers again
 
     async def lease_count(self) -> int:
         keys = [self._k("L"), self._k("lnow")]

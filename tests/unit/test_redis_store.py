@@ -754,3 +754,39 @@ async def test_a_lease_whose_call_timed_out_is_released_in_redis_too(make_redis:
         assert (await direct.usage(A, time.time())).leased_requests == 0
     finally:
         await proxy.close()
+
+
+async def test_settle_lease_counts_clears_and_releases(hot: MemoryStore) -> None:
+    now = time.time()
+    await hot.add_event("ladder", A, now, 3600)
+    lease = await hot.acquire_lease(A, 40, now, 60)
+    assert (await hot.usage(A, now)).leased_requests == 1
+    await hot.settle_lease(A, lease, 40, now, ("ladder", "rate_limit"))
+    usage = await hot.usage(A, now)
+    assert (usage.requests_minute, usage.tokens_minute, usage.leased_requests) == (1, 40, 0)
+    assert await hot.count_events("ladder", A, now, 3600) == 0
+    assert await hot.lease_count() == 0
+
+
+async def test_settling_a_success_is_one_round_trip(make_redis: Maker) -> None:
+    proxy = await RedisProxy().start()
+    try:
+        store = await make_redis(proxy.url)
+        now = time.time()
+        for _ in range(2):  # the second time, every script is loaded
+            lease = await store.acquire_lease(A, 5, now, 60)
+            before = proxy.requests
+            await store.settle_lease(A, lease, 5, now, ("ladder", "rate_limit", "empty_length"))
+        assert proxy.requests - before == 1
+        assert await store.lease_count() == 0 and (await store.usage(A, now)).requests_minute == 2
+        # Redis lost its scripts (a restart): each is run again on its own, counted and released once
+        lease = await store.acquire_lease(A, 5, now, 60)
+        client = aioredis.from_url(REDIS_URL)
+        try:
+            await client.script_flush()
+        finally:
+            await client.aclose()
+        await store.settle_lease(A, lease, 5, now, ("ladder",))
+        assert await store.lease_count() == 0 and (await store.usage(A, now)).requests_minute == 3
+    finally:
+        await proxy.close()
