@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from freellm.config import Settings
@@ -290,15 +291,7 @@ class Router:
             diagnostics.append(_benched(label, bench, now))
             return out
         limits = self.learned.effective(route)
-        health = self.health
-        for idx, key in self._key_order(route, keys, scored):
-            scope = key_scope(route.provider, route.model, key.key_id)
-            if scope in skip.keys:
-                continue
-            if not health.usable(route.provider, key.key_id):
-                status = health.status(route.provider, key.key_id)
-                diagnostics.append(RouteDiagnostic(label, "key_disabled", f"key{idx + 1} is {status}"))
-                continue
+        for idx, key, scope in self._candidate_keys(route, keys, skip, scored, out):
             cooldown = await self._store.get_cooldown(scope, now)
             if cooldown is not None:
                 kind = "learned_limit" if cooldown.source == LEARNED else "cooldown"
@@ -331,16 +324,8 @@ class Router:
         label = route.label
         mscope = model_scope(route.provider, route.model)
         limits = self.learned.effective(route)
-        health = self.health
         asked_store = False
-        for idx, key in self._key_order(route, keys, scored):
-            scope = key_scope(route.provider, route.model, key.key_id)
-            if scope in skip.keys:
-                continue
-            if not health.usable(route.provider, key.key_id):
-                status = health.status(route.provider, key.key_id)
-                out.diagnostics.append(RouteDiagnostic(label, "key_disabled", f"key{idx + 1} is {status}"))
-                continue
+        for idx, key, scope in self._candidate_keys(route, keys, skip, scored, out):
             asked_store = True
             attempt = await self._store.acquire_route_lease(
                 scope, needs.estimate, now, lease_ttl, limits, (mscope, scope)
@@ -365,6 +350,22 @@ class Router:
             if bench is not None:
                 out.diagnostics[:] = [_benched(label, bench, now)]
         return out
+
+    def _candidate_keys(
+        self, route: ModelRoute, keys: list[KeyRef], skip: SkipSets, scored: bool, out: RouteCheck
+    ) -> Iterator[tuple[int, KeyRef, str]]:
+        """The route's keys in the order to try them, as (index, key, scope), leaving out those this
+        request already failed on and those the health pass disabled (noted in ``out``)."""
+        health = self.health
+        for idx, key in self._key_order(route, keys, scored):
+            scope = key_scope(route.provider, route.model, key.key_id)
+            if scope in skip.keys:
+                continue
+            if not health.usable(route.provider, key.key_id):
+                status = health.status(route.provider, key.key_id)
+                out.diagnostics.append(RouteDiagnostic(route.label, "key_disabled", f"key{idx + 1} is {status}"))
+                continue
+            yield idx, key, scope
 
     def _key_order(self, route: ModelRoute, keys: list[KeyRef], scored: bool) -> list[tuple[int, KeyRef]]:
         """Round-robin from the route's turn; under a scored strategy, by the keys' statistics."""

@@ -10,7 +10,8 @@ the same way. Times are epoch seconds (float) unless a name says ``_ms``.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+import dataclasses
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -188,6 +189,32 @@ def route_order(stats: RouteStats) -> tuple[int, int, str]:
     """The order of :attr:`Analytics.routes`: most requests, then most failures, then the label."""
     return (-stats.requests, -stats.failures, stats.route)
 
+def analytics_with_failures(
+    stats: list[RouteStats], failures: dict[str, int], *, since: float, now: float, cache_tokens_saved: int
+) -> Analytics:
+    """The finished :class:`Analytics`: each route's failed attempts merged into its row, a row for each
+    route that only failed (so it shows at all), in :func:`route_order`."""
+    rows = [dataclasses.replace(s, failures=failures.get(s.route, 0)) for s in stats]
+    answered = {s.route for s in stats}
+    rows += [
+        RouteStats(
+            route=route,
+            requests=0,
+            successes=0,
+            fallbacks=0,
+            failures=n,
+            p50_ms=None,
+            p95_ms=None,
+            ttft_p50_ms=None,
+            tokens_in=0,
+            tokens_out=0,
+        )
+        for route, n in failures.items()
+        if route not in answered
+    ]
+    rows.sort(key=route_order)
+    return Analytics(since=since, now=now, routes=tuple(rows), cache_tokens_saved=int(cache_tokens_saved))
+
 
 def shares_hot_state(store: object) -> bool:
     """Whether other gateway processes read this store's hot state (Redis): the response cache then
@@ -224,6 +251,33 @@ def within_limits(limits: ModelLimits, usage: UsageSnapshot, tokens: int) -> boo
     if limits.tpd is not None and usage.tokens_day + leased_tokens > limits.tpd:
         return False
     return not (limits.tpm is not None and usage.tokens_minute + leased_tokens > limits.tpm)
+
+
+def request_row(t: Sequence[Any]) -> RequestLogRow:
+    """A request-log row from a database row in the column order every records store uses
+    (``request_id, ts, surface, requested_model, route, status, stream, attempts, latency_ms, ttfb_ms,
+    tokens_in, tokens_out, error_class, outcome, extra``); an unreadable ``extra`` reads as ``{}``."""
+    try:
+        extra = orjson.loads(t[14]) if t[14] else {}
+    except orjson.JSONDecodeError:
+        extra = {}
+    return RequestLogRow(
+        request_id=t[0],
+        ts=t[1],
+        surface=t[2],
+        requested_model=t[3],
+        route=t[4],
+        status=t[5],
+        stream=bool(t[6]),
+        attempts=t[7],
+        latency_ms=t[8],
+        ttfb_ms=t[9],
+        tokens_in=t[10],
+        tokens_out=t[11],
+        error_class=t[12],
+        outcome=t[13],
+        extra=extra if isinstance(extra, dict) else {},
+    )
 
 
 def store_health(store: object) -> dict[str, str]:

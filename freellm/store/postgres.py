@@ -55,7 +55,14 @@ from urllib.parse import urlsplit, urlunsplit
 import orjson
 
 from freellm.errors import RecordsStoreError, RecordsUnavailable
-from freellm.store.base import Analytics, RequestLogRow, RouteStats, StatusFilter, route_order
+from freellm.store.base import (
+    Analytics,
+    RequestLogRow,
+    RouteStats,
+    StatusFilter,
+    analytics_with_failures,
+    request_row,
+)
 from freellm.store.memory import DAY_S, MemoryStore
 from freellm.store.postgres_sql import REQUEST_COLUMNS, SCHEMA_VERSION, Statements
 
@@ -161,27 +168,6 @@ def _record(row: RequestLogRow) -> _RequestRecord:
         _opt_text(row.error_class),
         _text(row.outcome),
         _extra_json(row.extra),
-    )
-
-
-def _row(r: Sequence[Any]) -> RequestLogRow:
-    extra = orjson.loads(r[14]) if r[14] else {}
-    return RequestLogRow(
-        request_id=r[0],
-        ts=r[1],
-        surface=r[2],
-        requested_model=r[3],
-        route=r[4],
-        status=r[5],
-        stream=bool(r[6]),
-        attempts=r[7],
-        latency_ms=r[8],
-        ttfb_ms=r[9],
-        tokens_in=r[10],
-        tokens_out=r[11],
-        error_class=r[12],
-        outcome=r[13],
-        extra=extra if isinstance(extra, dict) else {},
     )
 
 
@@ -566,7 +552,7 @@ class PostgresStore(MemoryStore):
                 raise
             self._outage(exc, "reading the request log")
             return await super().recent_requests(limit)
-        return [_row(r) for r in rows]
+        return [request_row(r) for r in rows]
 
     async def query_requests(
         self, *, limit: int, status: StatusFilter | None, route: str | None, since: float | None
@@ -577,7 +563,7 @@ class PostgresStore(MemoryStore):
             return []
         sql, params = self._sql.query(limit=limit, status=status, route=route, since=since)
         rows = await self._read(sql, params)
-        return [_row(r) for r in rows]
+        return [request_row(r) for r in rows]
 
     async def request_analytics(self, since: float, now: float) -> Analytics:
         """docs/analytics.md, in SQL over every replica's rows, in one snapshot."""
@@ -597,7 +583,7 @@ class PostgresStore(MemoryStore):
                 requests=int(r[1]),
                 successes=int(r[2]),
                 fallbacks=int(r[3]),
-                failures=failures.pop(r[0], 0),
+                failures=0,
                 p50_ms=r[6],
                 p95_ms=r[7],
                 ttft_p50_ms=r[8],
@@ -606,23 +592,7 @@ class PostgresStore(MemoryStore):
             )
             for r in per_route
         ]
-        stats += [
-            RouteStats(
-                route=route,
-                requests=0,
-                successes=0,
-                fallbacks=0,
-                failures=n,
-                p50_ms=None,
-                p95_ms=None,
-                ttft_p50_ms=None,
-                tokens_in=0,
-                tokens_out=0,
-            )
-            for route, n in failures.items()
-        ]
-        stats.sort(key=route_order)
-        return Analytics(since=since, now=now, routes=tuple(stats), cache_tokens_saved=int(saved))
+        return analytics_with_failures(stats, failures, since=since, now=now, cache_tokens_saved=saved)
 
     async def _read(self, sql: str, params: list[Any]) -> list[Any]:
         await self.flush()
@@ -867,30 +837,7 @@ async def _import_requests(store: PostgresStore, conn: _Conn, con: sqlite3.Conne
     )
     total = 0
     while chunk := cur.fetchmany(_IMPORT_CHUNK):
-        records = []
-        for t in chunk:
-            try:
-                extra = orjson.loads(t[14]) if t[14] else {}
-            except orjson.JSONDecodeError:
-                extra = {}
-            row = RequestLogRow(
-                request_id=t[0],
-                ts=t[1],
-                surface=t[2],
-                requested_model=t[3],
-                route=t[4],
-                status=t[5],
-                stream=bool(t[6]),
-                attempts=t[7],
-                latency_ms=t[8],
-                ttfb_ms=t[9],
-                tokens_in=t[10],
-                tokens_out=t[11],
-                error_class=t[12],
-                outcome=t[13],
-                extra=extra if isinstance(extra, dict) else {},
-            )
-            records.append(_record(row))
+        records = [_record(request_row(t)) for t in chunk]
         await conn.copy_records_to_table(
             _REQUEST_TABLE, records=records, columns=REQUEST_COLUMNS, schema_name=store.namespace
         )

@@ -57,7 +57,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import sqlite3
 import time
@@ -75,7 +74,8 @@ from freellm.store.base import (
     RequestLogRow,
     RouteStats,
     StatusFilter,
-    route_order,
+    analytics_with_failures,
+    request_row,
 )
 from freellm.store.memory import DAY_S, MemoryStore
 from freellm.store.sqlite_layout import (
@@ -99,7 +99,6 @@ from freellm.store.sqlite_layout import (
     UPSERT_USAGE,
     Batch,
     Loaded,
-    request_row,
     request_tuple,
     requests_query,
 )
@@ -454,24 +453,7 @@ class SQLiteStore(MemoryStore):
             saved = con.execute(ANALYTICS_CACHE_SAVED, window).fetchone()[0]
         finally:
             con.execute("COMMIT")
-        stats = [dataclasses.replace(s, failures=failures.pop(s.route, 0)) for s in stats]
-        stats += [
-            RouteStats(
-                route=route,
-                requests=0,
-                successes=0,
-                fallbacks=0,
-                failures=n,
-                p50_ms=None,
-                p95_ms=None,
-                ttft_p50_ms=None,
-                tokens_in=0,
-                tokens_out=0,
-            )
-            for route, n in failures.items()
-        ]
-        stats.sort(key=route_order)
-        return Analytics(since=since, now=now, routes=tuple(stats), cache_tokens_saved=int(saved))
+        return analytics_with_failures(stats, failures, since=since, now=now, cache_tokens_saved=saved)
 
     # -- on the database thread -----------------------------------------------------------------------
     def _open_sync(self, now: float) -> Loaded:

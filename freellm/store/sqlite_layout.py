@@ -33,7 +33,6 @@ __all__ = [
     "Batch",
     "Loaded",
     "RequestTuple",
-    "request_row",
     "request_tuple",
     "requests_query",
 ]
@@ -314,26 +313,6 @@ def request_tuple(row: RequestLogRow) -> RequestTuple:
         row.error_class,
         row.outcome,
         extra,
-    )
-
-
-def request_row(t: tuple[Any, ...]) -> RequestLogRow:
-    return RequestLogRow(
-        request_id=t[0],
-        ts=t[1],
-        surface=t[2],
-        requested_model=t[3],
-        route=t[4],
-        status=t[5],
-        stream=bool(t[6]),
-        attempts=t[7],
-        latency_ms=t[8],
-        ttfb_ms=t[9],
-        tokens_in=t[10],
-        tokens_out=t[11],
-        error_class=t[12],
-        outcome=t[13],
-        extra=orjson.loads(t[14]) if t[14] else {},
     )
 
 
