@@ -155,17 +155,22 @@ class Prober:
             return 0
         gap = min(1.0, period / 300.0)
         limit = asyncio.Semaphore(self._cfg.concurrency)
-        last: dict[str, float] = {}
+        started: dict[str, float] = {}
+        """When the last check of each provider actually started (the gap is kept from that, not from
+        a planned time: a loop that wakes late would otherwise start two planned checks together)."""
+        turns = {provider: asyncio.Lock() for provider, _ in order}
         changed = False
 
         async def check(provider: str, key: KeyRef) -> None:
             nonlocal changed
             async with limit:
                 loop = asyncio.get_running_loop()
-                wait = last.get(provider, 0.0) + gap - loop.time()
-                last[provider] = max(loop.time(), last.get(provider, 0.0) + gap)
-                if wait > 0:
-                    await asyncio.sleep(wait)
+                async with turns[provider]:
+                    previous = started.get(provider)
+                    if previous is not None:
+                        while (wait := previous + gap - loop.time()) > 0:
+                            await asyncio.sleep(wait)
+                    started[provider] = loop.time()
                 status = await self._probe(provider, key)
                 if health.record_check(provider, key.key_id, status, now):
                     changed = True
