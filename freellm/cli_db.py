@@ -91,7 +91,8 @@ def cmd_db_upgrade(args: argparse.Namespace) -> int:
 
 def cmd_db_import(args: argparse.Namespace) -> int:
     from freellm.store.factory import DB_FILENAME
-    from freellm.store.postgres import ImportReport, PostgresStore, import_sqlite
+    from freellm.store.postgres import PostgresStore
+    from freellm.store.postgres_import import ImportReport, import_sqlite
 
     storage = _storage(args.config)
     db_path = Path(args.source) / DB_FILENAME

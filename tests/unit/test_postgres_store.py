@@ -23,7 +23,8 @@ from freellm.errors import RecordsStoreError, RecordsUnavailable
 from freellm.store.base import RequestLogRow, StatusFilter, store_health
 from freellm.store.composite import CompositeStore
 from freellm.store.memory import MemoryStore
-from freellm.store.postgres import SCHEMA_VERSION, PostgresStore, import_sqlite, redact_url
+from freellm.store.postgres import SCHEMA_VERSION, PostgresStore, redact_url
+from freellm.store.postgres_import import import_sqlite
 from freellm.store.sqlite import SQLiteStore
 from tests.unit.test_store_analytics import EXPECTED, FIVE_XX, T0, A, B, clock, fixture_rows, row
 
