@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
@@ -131,6 +131,10 @@ class Attempt:
     trail: list[TrailEntry]
     deadline: float | None = None
     """Hedge deadline (``loop.time()``), applied only until the stream commits."""
+    settle: Callable[[TurnOutcome], Awaitable[None]] | None = None
+    """Books the attempt's success (usage, streaks, the lease) now rather than when the fallback loop
+    gets the outcome back: a stream calls it before its terminator, in the store's batch with the
+    session write (one round trip). Idempotent; the loop books it itself if nobody did."""
 
 
 class Sink(Protocol):

@@ -45,6 +45,27 @@ _STREAKS = ("ladder", "rate_limit", "empty_length")
 """The failure streaks a success ends (cleared by ``settle_lease``)."""
 
 
+class _Booking:
+    """One attempt's success, booked once (:attr:`Attempt.settle`): by the stream before its terminator,
+    or by the loop when the outcome comes back."""
+
+    __slots__ = ("_attempt", "_done", "_loop", "_started", "settled")
+
+    def __init__(self, loop: FallbackLoop, attempt: Attempt, started: float) -> None:
+        self._loop = loop
+        self._attempt = attempt
+        self._started = started
+        self._done = False
+        self.settled = False
+        """The lease was released by the booking (settle_lease)."""
+
+    async def settle(self, outcome: TurnOutcome) -> None:
+        if self._done:
+            return
+        self._done = True
+        self.settled = await self._loop._on_success(self._attempt, outcome, self._started)
+
+
 @dataclass(slots=True)
 class _LoopState:
     trail: list[TrailEntry] = field(default_factory=list)
@@ -97,7 +118,8 @@ class FallbackLoop:
                 deadline=deadline,
             )
             started = loop.time()
-            settled = False
+            booking = _Booking(self, attempt, started)
+            attempt.settle = booking.settle
             try:
                 try:
                     outcome = await run_attempt(attempt)
@@ -113,12 +135,12 @@ class FallbackLoop:
                     state.failures.append(hedged)
                     state.budget_ran_out = True
                     break
-                settled = await self._on_success(attempt, outcome, started)
+                await booking.settle(outcome)  # unless the sink already did, before its terminator
                 return outcome
             finally:
                 # A success releases its lease in the same step that counts it (settle_lease): never
                 # before, or another replica would see the request neither leased nor counted.
-                if not settled:
+                if not booking.settled:
                     await self._store.release_lease(key_scope(route.provider, route.model, key.key_id), pick.lease_id)
         raise exhausted_after_attempts(
             state.trail,

@@ -122,8 +122,12 @@ async def respond_turn(
             recorder = StreamRecorder(settings.cache.stream_max_bytes) if ctx.cache_key is not None else None
 
             async def before_end(done: TurnOutcome) -> None:
-                # Before the terminator: the client's next request may land on any replica.
-                await _after_turn(gw, ctx, prepared, done)
+                # Before the terminator: the client's next request may land on any replica. The success's
+                # booking and the session write go to a shared store together (one round trip).
+                async with gw.store.batch():
+                    if done.attempt.settle is not None:
+                        await done.attempt.settle(done)
+                    await _after_turn(gw, ctx, prepared, done)
                 if on_complete is not None:
                     await on_complete(done)
                 if recorder is not None:
@@ -152,8 +156,9 @@ async def respond_turn(
                 return sink.response
             assert sink.response is not None
             return sink.response
-        outcome = await gw.engine.run_turn(ctx, prepared, CollectSink())
-        await _after_turn(gw, ctx, prepared, outcome)
+        async with gw.store.batch():  # the success's booking and the session write: one round trip
+            outcome = await gw.engine.run_turn(ctx, prepared, CollectSink())
+            await _after_turn(gw, ctx, prepared, outcome)
         body = orjson.dumps(render_completion(outcome))
         if on_complete is not None:
             await on_complete(outcome)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Collection, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -345,6 +346,13 @@ class StateStore(Protocol):
 
     async def release_lease(self, scope: str, lease_id: str) -> None:
         """Release a lease. Idempotent: releasing twice or an expired lease is a no-op."""
+
+    def batch(self) -> AbstractAsyncContextManager[None]:
+        """``async with store.batch():`` — the hot-state writes made inside that can wait for its end
+        (:meth:`settle_lease`, :meth:`put_session`) are sent together then, one round trip on a shared
+        store; reads and other writes are not deferred. It follows the task's context (tasks started
+        inside join it); nesting is allowed. A no-op where writes cost no round trip."""
+        ...
 
     async def settle_lease(self, scope: str, lease_id: str, tokens: int, now: float, clear: tuple[str, ...]) -> None:
         """A successful attempt's bookkeeping in one step (one round trip on a shared store): count it in

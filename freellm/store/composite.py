@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Collection
+from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any
 
 from freellm.store.base import (
@@ -95,6 +96,9 @@ class CompositeStore:
 
     async def release_lease(self, scope: str, lease_id: str) -> None:
         await self.hot.release_lease(scope, lease_id)
+
+    def batch(self) -> AbstractAsyncContextManager[None]:
+        return self.hot.batch()
 
     async def settle_lease(self, scope: str, lease_id: str, tokens: int, now: float, clear: tuple[str, ...]) -> None:
         await self.hot.settle_lease(scope, lease_id, tokens, now, clear)

@@ -25,10 +25,12 @@ may wait up to one bucket longer than the upstream, never hit it early.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import secrets
 from collections import OrderedDict, deque
 from collections.abc import Collection, Iterable, Iterator
+from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, Final
 
 from freellm.store.base import (
@@ -319,6 +321,10 @@ class MemoryStore:
                 return LeaseAttempt(None, _EMPTY_USAGE, (cooled, record))
         lease_id, usage = await self.acquire_lease_within(scope, tokens, now, ttl_s, limits)
         return LeaseAttempt(lease_id, usage)
+
+    def batch(self) -> AbstractAsyncContextManager[None]:
+        """Nothing to batch: every write here is a dictionary update."""
+        return contextlib.nullcontext()
 
     async def settle_lease(self, scope: str, lease_id: str, tokens: int, now: float, clear: tuple[str, ...]) -> None:
         await self.record_usage(scope, tokens, now)

@@ -25,7 +25,9 @@ import logging
 import math
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 from urllib.parse import urlsplit
 
@@ -145,6 +147,22 @@ class _Scripts:
         self.clear_cached: AsyncScript = reg(redis_lua.CLEAR_CACHED)
 
 
+@dataclass(frozen=True, slots=True)
+class _Write:
+    """A write that can join a pipeline: ``build`` adds its commands (returns how many), ``reload``
+    re-runs any whose script Redis had lost, ``local`` is its fallback while Redis is unreachable."""
+
+    build: Callable[[Any, _Scripts], int]
+    reload: Callable[[list[Any], _Scripts], Awaitable[None]]
+    local: Callable[[], Awaitable[None]]
+
+
+@dataclass(slots=True)
+class _Batch:
+    writes: list[_Write] = field(default_factory=list)
+    open: bool = True
+
+
 class RedisHotStore(MemoryStore):
     """The hot-state half of a fleet's store (see the module); ``namespace`` prefixes every key."""
 
@@ -180,6 +198,8 @@ class RedisHotStore(MemoryStore):
         """Local lease id → (scope, Redis lease id) for a lease whose Redis call timed out: Redis may
         have taken it anyway, so it is released there too (now, or once Redis answers again)."""
         self._orphans_done: list[tuple[str, str]] = []
+        self._batch: ContextVar[_Batch | None] = ContextVar(f"freellm-redis-batch-{id(self):x}", default=None)
+        """The current task's :meth:`batch` (a context variable: concurrent requests batch apart)."""
         """Such Redis leases whose local lease was released while Redis was still away."""
         self._cache_budget = 0
         """The response cache's entry budget, learned from ``load_cached(limit=max_entries)`` at start-up:
@@ -477,8 +497,8 @@ class RedisHotStore(MemoryStore):
         await self._release_remote(scope, lease_id)  # unreachable: released once Redis answers (or expires)
 
     async def settle_lease(self, scope: str, lease_id: str, tokens: int, now: float, clear: tuple[str, ...]) -> None:
-        """One pipeline (one round trip): the usage script, the events' DELs, the release script — run in
-        that order by Redis."""
+        """The usage script, the events' DELs and the release script in one pipeline (in that order),
+        or in the current :meth:`batch`'s."""
         local = self._leases.get(scope)
         if local is not None and lease_id in local:  # a lease from an outage: the step-by-step path
             await super().settle_lease(scope, lease_id, tokens, now, clear)
@@ -489,27 +509,74 @@ class RedisHotStore(MemoryStore):
         event_keys = [k for name in clear for k in (self._k("e", name + "\x1f" + scope), self._k("eh", name + "\x1f" + scope))]
         lease_keys = [self._k("l", scope), self._k("L")]
 
-        async def op(r: aioredis.Redis, s: _Scripts) -> object:
-            # EVALSHA by hand: a pipeline holding Script objects first asks SCRIPT EXISTS (a second round
-            # trip). A script Redis lost (a restart) is run again on its own, which loads it.
-            async with r.pipeline(transaction=False) as pipe:
-                pipe.evalsha(s.record_usage.sha, 1, usage_key, *usage_args)
-                if event_keys:
-                    pipe.delete(*event_keys)
-                pipe.evalsha(s.release.sha, len(lease_keys), *lease_keys, lease_id)
-                replies = await pipe.execute(raise_on_error=False)
+        def build(pipe: Any, s: _Scripts) -> int:
+            pipe.evalsha(s.record_usage.sha, 1, usage_key, *usage_args)
+            if event_keys:
+                pipe.delete(*event_keys)
+            pipe.evalsha(s.release.sha, len(lease_keys), *lease_keys, lease_id)
+            return 3 if event_keys else 2
+
+        async def reload(replies: list[Any], s: _Scripts) -> None:
             if isinstance(replies[0], NoScriptError):
                 await s.record_usage(keys=[usage_key], args=usage_args)
             if isinstance(replies[-1], NoScriptError):
                 await s.release(keys=lease_keys, args=[lease_id])
+
+        async def local_fallback() -> None:
+            await MemoryStore.record_usage(self, scope, tokens, now)
+            self._orphans_done.append((scope, lease_id))  # released in Redis once it answers again
+
+        await self._write(_Write(build, reload, local_fallback))
+
+    # -- batched writes --------------------------------------------------------------------------------
+    @contextlib.asynccontextmanager
+    async def batch(self) -> AsyncIterator[None]:
+        """Writes made inside (a success's settlement, the session write) go to Redis together at the
+        end, in one pipeline: one round trip where there were several. Reads are never deferred. The
+        batch follows the task's context: tasks started inside it join it (their writes go at its end),
+        other requests' tasks do not, and a write made after the end goes out on its own."""
+        if self._batch.get() is not None:  # nested: the outermost batch sends
+            yield
+            return
+        pending = _Batch()
+        token = self._batch.set(pending)
+        try:
+            yield
+        finally:
+            pending.open = False
+            self._batch.reset(token)
+            if pending.writes:
+                await self._send(pending.writes)
+
+    async def _write(self, write: _Write) -> None:
+        pending = self._batch.get()
+        if pending is not None and pending.open and not self._degraded:
+            pending.writes.append(write)
+            return
+        await self._send([write])
+
+    async def _send(self, writes: list[_Write]) -> None:
+        """One pipeline for ``writes`` (EVALSHA by hand: a pipeline holding Script objects first asks
+        SCRIPT EXISTS, a second round trip); a script Redis lost (a restart) is run again on its own,
+        which loads it. Unreachable: each write's local fallback."""
+
+        async def op(r: aioredis.Redis, s: _Scripts) -> object:
+            async with r.pipeline(transaction=False) as pipe:
+                counts = [w.build(pipe, s) for w in writes]
+                replies = await pipe.execute(raise_on_error=False)
+            start = 0
+            for write, n in zip(writes, counts, strict=True):
+                mine = replies[start : start + n]
+                start += n
+                await write.reload(mine, s)
             for reply in replies:
                 if isinstance(reply, Exception) and not isinstance(reply, NoScriptError):
                     raise reply
             return replies
 
         if isinstance(await self._run(op), _Local):
-            await MemoryStore.record_usage(self, scope, tokens, now)
-            self._orphans_done.append((scope, lease_id))  # released in Redis once it answers again
+            for write in writes:
+                await write.local()
 
     async def lease_count(self) -> int:
         keys = [self._k("L"), self._k("lnow")]
@@ -567,15 +634,23 @@ class RedisHotStore(MemoryStore):
         return doc if expires_at > now and isinstance(doc, dict) else None
 
     async def put_session(self, key: str, doc: dict[str, Any], expires_at: float, max_sessions: int) -> None:
+        """One script (or a part of the current :meth:`batch`)."""
         value = _f(expires_at).encode() + b" " + orjson.dumps(doc)
         keys = [self._k("s", key), self._k("S"), self._k("Sseq")]
         args: list[str | bytes | int] = [key, value, _px(expires_at), max(1, max_sessions), self._k("s", "")]
 
-        async def op(_: aioredis.Redis, s: _Scripts) -> object:
-            return await s.put_budgeted(keys=keys, args=args)
+        def build(pipe: Any, s: _Scripts) -> int:
+            pipe.evalsha(s.put_budgeted.sha, len(keys), *keys, *args)
+            return 1
 
-        if isinstance(await self._run(op), _Local):
-            await super().put_session(key, doc, expires_at, max_sessions)
+        async def reload(replies: list[Any], s: _Scripts) -> None:
+            if isinstance(replies[0], NoScriptError):
+                await s.put_budgeted(keys=keys, args=args)
+
+        async def local_fallback() -> None:
+            await MemoryStore.put_session(self, key, doc, expires_at, max_sessions)
+
+        await self._write(_Write(build, reload, local_fallback))
 
     # -- response cache -------------------------------------------------------------------------------
     async def put_cached(self, key: str, doc: dict[str, Any], expires_at: float) -> None:

@@ -790,3 +790,40 @@ async def test_settling_a_success_is_one_round_trip(make_redis: Maker) -> None:
         assert await store.lease_count() == 0 and (await store.usage(A, now)).requests_minute == 3
     finally:
         await proxy.close()
+
+
+async def test_a_batch_sends_its_writes_in_one_round_trip(make_redis: Maker) -> None:
+    """A success's booking and the session write, made inside ``batch()``, reach Redis together when it
+    ends — and are visible to another instance then; another request's task is not swept in."""
+    proxy = await RedisProxy().start()
+    try:
+        store = await make_redis(proxy.url)
+        other = await make_redis()
+        now = time.time()
+        warm = await store.acquire_lease(A, 5, now, 60)
+        await store.settle_lease(A, warm, 5, now, ("ladder",))  # loads the scripts
+        await store.put_session("warm", {"route": "p/m"}, now + 60, 10)
+        lease = await store.acquire_lease(A, 5, now, 60)
+        before = proxy.requests
+        async with store.batch():
+            await store.settle_lease(A, lease, 5, now, ("ladder", "rate_limit"))
+            await store.put_session("conv", {"route": "p/m"}, now + 60, 10)
+            assert proxy.requests == before  # nothing sent yet
+            assert await other.get_session("conv", now) is None
+        assert proxy.requests - before == 1
+        assert await other.get_session("conv", now) == {"route": "p/m"}
+        assert await other.lease_count() == 0 and (await other.usage(A, now)).requests_minute == 2
+
+        go = asyncio.Event()
+
+        async def elsewhere() -> None:  # another request's task (started outside): written at once
+            await go.wait()
+            await store.put_session("other-conv", {"route": "q/n"}, now + 60, 10)
+
+        task = asyncio.create_task(elsewhere())
+        async with store.batch():
+            go.set()
+            await task
+            assert await other.get_session("other-conv", now) == {"route": "q/n"}
+    finally:
+        await proxy.close()
