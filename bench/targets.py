@@ -51,17 +51,8 @@ ALL_TARGETS = (
 DEFAULT_TARGETS = tuple(t for t in ALL_TARGETS if t != "freellm-redis")
 """What a run measures unless ``--only``/``--state`` say otherwise (the Redis row needs a Redis server)."""
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
-GATEWAYS = (
-    "floor",
-    "freellm",
-    "freellm-cache-hit",
-    "freellm-cache-miss",
-    "freellm-balanced",
-    "freellm-no-metrics",
-    "freellm-redis",
-    "portkey",
-    "litellm",
-)
+GATEWAYS = tuple(t for t in ALL_TARGETS if t != "direct")
+"""Every target that is a proxy in front of the simulator."""
 BALANCED_ROUTES = 4
 """The ``freellm-balanced`` row's chain: this many providers (one simulator path each) scored by
 ``routing.strategy: balanced``, so every request pays the scored order the strategy costs."""
