@@ -83,7 +83,8 @@ def target_from_args(args: argparse.Namespace) -> Target:
 
 
 def gateway_models(target: Target) -> tuple[str, ...]:
-    """The model ids of the gateway's ``GET /v1/models``, or () when it does not answer in time."""
+    """The chat model ids of the gateway's ``GET /v1/models`` (embedding families left out: a coding
+    client cannot chat with one), or () when it does not answer in time."""
     req = urllib.request.Request(
         target.v1 + "/models", headers={"Authorization": f"Bearer {target.key}", "Accept": "application/json"}
     )
@@ -95,7 +96,11 @@ def gateway_models(target: Target) -> tuple[str, ...]:
     data = doc.get("data") if isinstance(doc, dict) else None
     if not isinstance(data, list):
         return ()
-    return tuple(str(m["id"]) for m in data if isinstance(m, dict) and isinstance(m.get("id"), str) and m["id"])
+    return tuple(
+        str(m["id"])
+        for m in data
+        if isinstance(m, dict) and isinstance(m.get("id"), str) and m["id"] and m.get("kind") != "embedding"
+    )
 
 
 def _say(msg: str) -> None:

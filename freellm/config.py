@@ -22,6 +22,7 @@ __all__ = [
     "CompressionEngineConfig",
     "CompressionMode",
     "ConfigError",
+    "EmbeddingsConfig",
     "FallbackConfig",
     "FusionConfig",
     "GeminiSurfaceConfig",
@@ -30,6 +31,7 @@ __all__ = [
     "LimitsConfig",
     "LoggingConfig",
     "ModelConfig",
+    "ModelKind",
     "ModelLimits",
     "ModelTier",
     "ProfileConfig",
@@ -66,10 +68,19 @@ class ModelLimits(_Model):
 
 
 ModelTier = Literal["frontier", "large", "medium", "small"]
+ModelKind = Literal["chat", "embedding"]
 
 
 class ModelConfig(_Model):
     id: str
+    kind: ModelKind = "chat"
+    """``embedding``: served by ``/v1/embeddings`` (and the Gemini and Ollama embedding routes) only,
+    never routed for chat."""
+    family: str | None = None
+    """An embedding model's family (default: its id): a request names the family, and failover stays
+    inside it, because vectors of different families are not comparable."""
+    dimensions: int | None = Field(default=None, ge=1)
+    """An embedding model's native vector length (listed; a request may ask for fewer)."""
     display_name: str | None = None
     context_window: int | None = None
     tools: bool = True
@@ -85,6 +96,19 @@ class ModelConfig(_Model):
     @classmethod
     def _tier_any_case(cls, v: object) -> object:
         return v.strip().lower() if isinstance(v, str) else v
+
+    @model_validator(mode="after")
+    def _family_only_for_embeddings(self) -> ModelConfig:
+        if self.kind == "chat" and self.family is not None:
+            raise ValueError(f"model {self.id!r}: 'family' applies to embedding models only (kind: embedding)")
+        if self.family is not None and not self.family.strip():
+            raise ValueError(f"model {self.id!r}: 'family' must not be empty")
+        return self
+
+    @property
+    def embedding_family(self) -> str:
+        """The family an embedding model belongs to: its ``family``, else its id."""
+        return (self.family or self.id).strip()
 
 
 class ProviderConfig(_Model):
@@ -104,6 +128,12 @@ class ProviderConfig(_Model):
         if not v or "/" in v or ":" in v:
             raise ValueError("provider name must be non-empty and contain no '/' or ':'")
         return v
+
+    @model_validator(mode="after")
+    def _embeddings_need_an_embedding_wire(self) -> ProviderConfig:
+        if self.kind == "anthropic" and any(m.kind == "embedding" for m in self.models):
+            raise ValueError(f"provider {self.name!r}: the anthropic wire has no embeddings (kind: embedding)")
+        return self
 
     @field_validator("keys")
     @classmethod
@@ -258,6 +288,15 @@ class OllamaConfig(_Model):
     local Ollama server is; ``key`` — anyone with a client key (401 otherwise)."""
     default_max_tokens: int = Field(default=1024, ge=1)
     """The output cap when ``options.num_predict`` is absent or negative (Ollama's "until done")."""
+
+
+class EmbeddingsConfig(_Model):
+    """``/v1/embeddings`` (and the Gemini and Ollama embedding routes): docs/embeddings.md."""
+
+    default_family: str | None = None
+    """The family ``auto`` (or no model) means; default: the first family declared."""
+    max_inputs: int = Field(default=2048, ge=1)
+    """Inputs one request may carry (OpenAI's own limit)."""
 
 
 class MetricsConfig(_Model):
@@ -515,6 +554,7 @@ class Settings(_Model):
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     ollama: OllamaConfig = Field(default_factory=OllamaConfig)
+    embeddings: EmbeddingsConfig = Field(default_factory=EmbeddingsConfig)
     fusion: FusionConfig = Field(default_factory=FusionConfig)
     health: HealthConfig = Field(default_factory=HealthConfig)
 
@@ -524,6 +564,12 @@ class Settings(_Model):
             if k.profile is not None and k.profile not in self.profiles:
                 known = ", ".join(sorted(self.profiles)) or "none"
                 raise ValueError(f"auth.api_keys.{i}: unknown profile {k.profile!r} (profiles: {known})")
+        wanted = self.embeddings.default_family
+        if wanted is not None:
+            families = {m.embedding_family.lower() for p in self.providers for m in p.models if m.kind == "embedding"}
+            if wanted.strip().lower() not in families:
+                known = ", ".join(sorted(families)) or "none declared"
+                raise ValueError(f"embeddings.default_family: unknown family {wanted!r} (families: {known})")
         labels = {f"{p.name}/{m.id}".lower() for p in self.providers for m in p.models}
         ids = {m.id.lower() for p in self.providers for m in p.models}
         for name, profile in self.profiles.items():

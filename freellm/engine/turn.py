@@ -8,9 +8,11 @@ routing, retries and the pump are written once.
 from __future__ import annotations
 
 from freellm.config import Settings
+from freellm.core.embeddings import EmbeddingRequest
 from freellm.core.request import ChatRequest
 from freellm.engine.context import Attempt, RequestContext, Sink, TurnOutcome
 from freellm.engine.driver import drive_attempt
+from freellm.engine.embeddings import EmbeddingTurn, run_embeddings
 from freellm.engine.fallback import FallbackLoop
 from freellm.engine.pipeline import Draft, Pipeline, Replay
 from freellm.engine.pipeline.gates import plan_draft
@@ -64,3 +66,8 @@ class Engine:
             return await drive_attempt(a, draft.request_for(a.route), sink, self.settings)
 
         return await self.loop.run(ctx, draft.plan, draft.needs, attempt)
+
+    async def embed(self, ctx: RequestContext, req: EmbeddingRequest) -> EmbeddingTurn:
+        """An embeddings turn: no pre-routing pipeline (nothing in it applies to embeddings), the same
+        router and fallback loop, kept inside the requested family."""
+        return await run_embeddings(self.settings, self.router, self.loop, ctx, req)

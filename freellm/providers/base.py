@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from freellm.config import ProviderConfig
 from freellm.core.chunks import Chunk
+from freellm.core.embeddings import EmbeddingAnswer, EmbeddingRequest
 
-__all__ = ["Provider", "Timeouts", "UpstreamStream"]
+__all__ = ["Embedder", "Provider", "Timeouts", "UpstreamStream"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,4 +61,14 @@ class Provider(Protocol):
     async def probe(self, key: str, timeout_s: float) -> int | None:
         """Check ``key`` with the wire's cheapest authenticated request (``GET {base_url}/models``):
         the HTTP status, or None when no answer came (spec/core.md §10 "Health pass")."""
+        ...
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """A provider whose wire has embeddings (OpenAI-compatible and Gemini; Anthropic has none)."""
+
+    async def embed(self, model: str, req: EmbeddingRequest, key: str, timeouts: Timeouts) -> EmbeddingAnswer:
+        """One input per vector, in order; the whole answer within ``timeouts.first_byte``. Raises
+        UpstreamError like :meth:`Provider.open`."""
         ...

@@ -49,8 +49,10 @@ import orjson
 import yarl
 
 from freellm.config import ProviderConfig
+from freellm.core.embeddings import EmbeddingAnswer, EmbeddingRequest
 from freellm.errors import UpstreamError
 from freellm.providers.base import Timeouts
+from freellm.providers.embedding_wire import GEMINI_BATCH_MAX, gemini_batch_body, gemini_embedding_answer
 from freellm.providers.gemini_wire import (
     GeminiStreamTranslator,
     InlineData,
@@ -144,26 +146,7 @@ class GeminiProvider:
         urls = fetchable_urls(body)
         media = await self.fetch_images(urls) if urls else None
         payload = orjson.dumps(self.build_body(body, media=media))
-        headers = {
-            "x-goog-api-key": key,
-            "Content-Type": "application/json",
-            "Accept": "text/event-stream" if stream else "application/json",
-            **self._extra_headers,
-        }
-        try:
-            resp = await post_json(
-                self._session,
-                self.url(model, stream=stream),
-                payload,
-                headers,
-                timeouts,
-                stream=stream,
-                message_of=gemini_error_message,
-            )
-        except UpstreamError as exc:
-            if exc.retry_after_s is None and exc.body is not None:
-                exc.retry_after_s = retry_delay_of(exc.body)
-            raise
+        resp = await self._post(self.url(model, stream=stream), payload, key, timeouts, stream=stream)
         translator = GeminiStreamTranslator(model=model, on_call=self._remember)
         if stream:
             return GeminiStream(resp, timeouts.stall, translator)
@@ -179,6 +162,41 @@ class GeminiProvider:
         if "error" in answer and not answer.get("candidates"):
             raise inband_error(answer)
         return CompletionStream(response_to_chunks(answer, model=model, on_call=self._remember), resp.headers)
+
+    async def embed(self, model: str, req: EmbeddingRequest, key: str, timeouts: Timeouts) -> EmbeddingAnswer:
+        """``:batchEmbedContents``, :data:`GEMINI_BATCH_MAX` inputs per call, one call after another (each
+        is one request against the key's limits, like the API counts it)."""
+        url = self.url(model, stream=False).removesuffix(":generateContent") + ":batchEmbedContents"
+        texts = req.texts()
+        vectors: list[list[float]] = []
+        last_headers = None
+        for start in range(0, len(texts), GEMINI_BATCH_MAX):
+            part = texts[start : start + GEMINI_BATCH_MAX]
+            payload = orjson.dumps(gemini_batch_body(req, model, start, part))
+            resp = await self._post(url, payload, key, timeouts, stream=False)
+            vectors += gemini_embedding_answer(await read_body(resp), len(part))
+            last_headers = resp.headers
+        return EmbeddingAnswer(vectors, None, last_headers)
+
+    async def _post(
+        self, url: str, payload: bytes, key: str, timeouts: Timeouts, *, stream: bool
+    ) -> aiohttp.ClientResponse:
+        """POST with the key in its header; an error's back-off read from the body when Gemini put it
+        there (``google.rpc.RetryInfo``) rather than in ``Retry-After``."""
+        headers = {
+            "x-goog-api-key": key,
+            "Content-Type": "application/json",
+            "Accept": "text/event-stream" if stream else "application/json",
+            **self._extra_headers,
+        }
+        try:
+            return await post_json(
+                self._session, url, payload, headers, timeouts, stream=stream, message_of=gemini_error_message
+            )
+        except UpstreamError as exc:
+            if exc.retry_after_s is None and exc.body is not None:
+                exc.retry_after_s = retry_delay_of(exc.body)
+            raise
 
     def _remember(
         self, call_id: str, name: str, args: dict[str, Any], signature: str | None, native: bool

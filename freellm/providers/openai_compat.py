@@ -29,8 +29,10 @@ import orjson
 
 from freellm.config import ProviderConfig
 from freellm.core.chunks import Chunk
+from freellm.core.embeddings import EmbeddingAnswer, EmbeddingRequest
 from freellm.errors import UpstreamError
 from freellm.providers.base import Timeouts
+from freellm.providers.embedding_wire import openai_embedding_answer, openai_embedding_body
 from freellm.providers.http import (
     CompletionStream,
     SSEStream,
@@ -164,6 +166,7 @@ class OpenAICompatProvider:
         self._extra_headers = dict(config.headers)
         self._keep_cache_control = accepts_cache_control(config.base_url)
         self._models_url = config.base_url.rstrip("/") + "/models"
+        self._embeddings_url = config.base_url.rstrip("/") + "/embeddings"
 
     async def probe(self, key: str, timeout_s: float) -> int | None:
         headers = {"Authorization": f"Bearer {key}", **self._extra_headers}
@@ -193,6 +196,18 @@ class OpenAICompatProvider:
         if not stream:
             return await _read_completion(resp)
         return OpenAIStream(resp, timeouts.stall)
+
+
+    async def embed(self, model: str, req: EmbeddingRequest, key: str, timeouts: Timeouts) -> EmbeddingAnswer:
+        headers = {
+            "Authorization": f"Bearer {key}",
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            **self._extra_headers,
+        }
+        payload = orjson.dumps(openai_embedding_body(req, model))
+        resp = await post_json(self._session, self._embeddings_url, payload, headers, timeouts, stream=False)
+        return openai_embedding_answer(await read_body(resp), len(req.inputs), resp.headers)
 
 
 class OpenAIStream(SSEStream):

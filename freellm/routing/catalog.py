@@ -3,7 +3,9 @@
 It answers one question for the router — which routes may serve the model a client asked for — with
 the reference's rules: ``auto`` follows the chain; ``provider/model`` (or ``provider:model``) is a hard
 pin; a bare model id names the group of every provider serving it, and failover stays inside that
-group; anything else is a 404 ``model_not_found``.
+group; anything else is a 404 ``model_not_found``. Embedding models (``kind: embedding``) live apart,
+by family (:meth:`Catalog.resolve_embedding`): a chat request never reaches one, nor an embeddings
+request a chat model.
 """
 
 from __future__ import annotations
@@ -36,6 +38,10 @@ class ModelRoute:
     is_local: bool
     tier: ModelTier | None = None
     rank: int | None = None
+    family: str | None = None
+    """The embedding family of an embedding route (None: a chat route)."""
+    dimensions: int | None = None
+    """An embedding route's native vector length, when declared."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +65,10 @@ class Catalog:
         self.by_label: dict[str, ModelRoute] = {}
         self.groups: dict[str, list[ModelRoute]] = {}
         self.keys: dict[str, list[KeyRef]] = {}
+        self.embedding_routes: list[ModelRoute] = []
+        self.embedding_by_label: dict[str, ModelRoute] = {}
+        self.families: dict[str, list[ModelRoute]] = {}
+        """Embedding family (lower case) → its members in declaration order."""
         for provider in settings.providers:
             local = is_local_base_url(provider.base_url)
             self.keys[provider.name] = (
@@ -77,10 +87,19 @@ class Catalog:
                     is_local=local,
                     tier=m.tier,
                     rank=m.rank,
+                    family=m.embedding_family if m.kind == "embedding" else None,
+                    dimensions=m.dimensions,
                 )
+                if route.family is not None:  # never a chat route: its own catalog below
+                    self.embedding_routes.append(route)
+                    self.embedding_by_label[route.label.lower()] = route
+                    self.families.setdefault(route.family.lower(), []).append(route)
+                    continue
                 self.routes.append(route)
                 self.by_label[route.label.lower()] = route
                 self.groups.setdefault(m.id.lower(), []).append(route)
+        self.default_family = (settings.embeddings.default_family or next(iter(self.families), "")).strip().lower()
+        """The family ``auto`` names on the embeddings routes."""
         self.chain: list[ModelRoute] = self._resolve_chain(settings.chain)
         self.profiles = settings.profiles
         self.profile_chains: dict[str, list[ModelRoute]] = {
@@ -156,9 +175,55 @@ class Catalog:
         group = self.groups.get(name.lower())
         if group:
             return name.lower(), self._enabled_or_404(name, group)
+        if name.lower() in self.families or name.lower() in self.embedding_by_label:
+            raise ClientError(
+                404,
+                f"The model `{name}` is an embedding model: use POST /v1/embeddings.",
+                code="model_not_found",
+                param="model",
+            )
         raise ClientError(
             404,
             f"The model `{name}` is not in the catalog. Use `auto`, a model id, or provider/model (see GET /v1/models).",
+            code="model_not_found",
+            param="model",
+        )
+
+    def resolve_embedding(self, requested: str) -> tuple[str, list[ModelRoute], bool]:
+        """An embeddings request's model → (family, its routes in declaration order, pinned).
+
+        Empty or ``auto``: ``embeddings.default_family`` (default: the first declared). A family name: its members. ``provider/model``
+        (or ``provider:model``): that route alone, pinned. A member's bare model id: its family (so a
+        client that names the upstream model still fails over inside the family). Else 404."""
+        name = requested.strip()
+        if not self.families:
+            raise ClientError(
+                404,
+                "No embedding models are configured (declare one with `kind: embedding` under a provider's models).",
+                code="model_not_found",
+                param="model",
+            )
+        key = name.lower()
+        if not key or key == AUTO:
+            default = self.families[self.default_family]
+            return default[0].family or self.default_family, self._enabled_or_404(name or AUTO, default), False
+        route = self.embedding_by_label.get(key)
+        if route is None and ":" in key:
+            provider, _, model = key.partition(":")
+            route = self.embedding_by_label.get(f"{provider}/{model}")
+        if route is not None:
+            return route.family or route.model, self._enabled_or_404(name, [route]), True
+        members: list[ModelRoute] | None = self.families.get(key)
+        if members is None:
+            member = next((r for r in self.embedding_routes if r.model.lower() == key), None)
+            members = self.families.get((member.family or "").lower()) if member is not None else None
+        if members:
+            return members[0].family or name, self._enabled_or_404(name, members), False
+        known = ", ".join(r[0].family or "" for r in self.families.values())
+        hint = " It is a chat model: use /v1/chat/completions." if key in self.groups or key in self.by_label else ""
+        raise ClientError(
+            404,
+            f"The embedding model `{name}` is not in the catalog (families: {known}).{hint}",
             code="model_not_found",
             param="model",
         )

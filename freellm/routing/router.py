@@ -170,6 +170,16 @@ class Router:
             strategy = resolve_strategy(key[5:]) or strategy
         return Plan(key, routes, pinned=pinned, strategy=strategy)
 
+    def embedding_plan(self, requested: str) -> Plan:
+        """An embeddings request's routes: its family's members in declaration order (never scored or
+        reordered — the first declared member is the one the operator wants), or the pinned one."""
+        family, routes, pinned = self.catalog.resolve_embedding(requested)
+        if pinned and routes[0].label in self.retired:
+            raise ClientError(
+                404, f"The model `{requested}` has been retired by its provider.", code="model_not_found", param="model"
+            )
+        return Plan(f"embed:{family.lower()}", routes, pinned=pinned)
+
     def order(self, plan: Plan) -> list[ModelRoute]:
         """The routes in the order a request tries them (see the module doc)."""
         routes = plan.routes

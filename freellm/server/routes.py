@@ -15,14 +15,21 @@ from freellm.errors import ClientError
 from freellm.fusion.http import fusion_requested, new_fusion_id, respond_fusion
 from freellm.fusion.options import FUSION_MODEL
 from freellm.mcp import http as mcp
-from freellm.routing.availability import model_availability
+from freellm.routing.availability import embedding_availability, model_availability
 from freellm.routing.router import RETIRED
 from freellm.server.auth import Client, key_matches
 from freellm.server.body import read_json
 from freellm.server.state import BASE_HEADERS, CLIENT, GATEWAY, Gateway
 from freellm.server.turn_http import respond_turn
 from freellm.store.base import store_health
-from freellm.surfaces import anthropic_messages, gemini, ollama, openai_completions, openai_responses
+from freellm.surfaces import (
+    anthropic_messages,
+    gemini,
+    ollama,
+    openai_completions,
+    openai_embeddings,
+    openai_responses,
+)
 from freellm.surfaces.openai_chat import ChatRenderer, FusionChatRenderer, chat_completion_body
 
 __all__ = ["add_routes", "model_list"]
@@ -35,7 +42,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/metrics", metrics)
     app.router.add_post("/v1/chat/completions", chat_completions)
     app.router.add_get("/v1/models", list_models)
-    for surface in (anthropic_messages, openai_responses, openai_completions, gemini, ollama):
+    for surface in (anthropic_messages, openai_responses, openai_completions, openai_embeddings, gemini, ollama):
         surface.register(app)
     admin.register(app)
     dashboard.register(app)
@@ -119,7 +126,8 @@ async def list_models(request: web.Request) -> web.Response:
 
 def model_list(gw: Gateway, client: Client | None, *, only_available: bool = False) -> dict[str, Any]:
     """The OpenAI ``/v1/models`` document: ``auto``, ``fusion`` (when on), the profiles ``client`` may
-    use (its bound one, else all), then every model group with its availability. Shared with the MCP
+    use (its bound one, else all), then every model group with its availability, then the embedding
+    families (``kind: embedding``). Shared with the MCP
     ``list_models`` tool so an agent sees exactly what a client listing the models sees."""
     catalog = gw.catalog
     data: list[dict[str, Any]] = []
@@ -138,6 +146,21 @@ def model_list(gw: Gateway, client: Client | None, *, only_available: bool = Fal
                 "available": model.available,
                 "unavailable_reason": model.reason,
                 "providers": [r.label for r in model.routes],
+            }
+        )
+    for family in embedding_availability(catalog, gw.router):
+        dims = [r.dimensions for r in family.routes if r.dimensions]
+        data.append(
+            {
+                "id": family.id,
+                "object": "model",
+                "created": 0,
+                "owned_by": "freellm",
+                "kind": "embedding",
+                "dimensions": max(dims) if dims else None,
+                "available": family.available,
+                "unavailable_reason": family.reason,
+                "providers": [r.label for r in family.routes],
             }
         )
     auto = {

@@ -22,6 +22,7 @@ from aiohttp import web
 
 from freellm.cache.recorder import StreamRecorder
 from freellm.cache.store import CachedReply
+from freellm.core.embeddings import EmbeddingRequest
 from freellm.core.messages import UserMessage
 from freellm.core.request import ChatRequest
 from freellm.engine.context import CollectSink, RequestContext, TurnOutcome
@@ -32,7 +33,7 @@ from freellm.server.sinks import STREAM_HEADERS, StreamRenderer, StreamSink
 from freellm.server.state import BASE_HEADERS, CLIENT, GATEWAY, REQUEST_ID, Gateway
 from freellm.store.base import RequestLogRow
 
-__all__ = ["counted_request", "log_turn", "new_context", "respond_turn"]
+__all__ = ["counted_request", "log_turn", "new_context", "respond_turn", "shutting_down"]
 
 log = logging.getLogger("freellm.server")
 
@@ -149,7 +150,7 @@ async def respond_turn(
                 if sink.response is None or not gw.claim_interrupt(task):
                     raise
                 if outcome is None:  # the shutdown grace ran out mid-stream: end it in-band, never cut it
-                    error = _shutting_down()
+                    error = shutting_down()
                     with contextlib.suppress(Exception):
                         await sink.response.write(renderer.stream_error("freellm", error.message))
                         await sink.response.write(renderer.done())
@@ -178,7 +179,7 @@ async def respond_turn(
             status, error = 499, exc
             raise
         # The shutdown grace ran out before anything was sent: answer rather than drop the connection.
-        refusal = _shutting_down()
+        refusal = shutting_down()
         status, error = refusal.status, refusal
         raise refusal from None
     finally:
@@ -246,7 +247,7 @@ async def _store_stream(
     )
 
 
-def _shutting_down() -> ClientError:
+def shutting_down() -> ClientError:
     return ClientError(
         503, "The gateway is shutting down; retry the request.", type="service_unavailable", code="shutting_down"
     )
@@ -255,7 +256,7 @@ def _shutting_down() -> ClientError:
 async def log_turn(
     gw: Gateway,
     ctx: RequestContext,
-    req: ChatRequest,
+    req: ChatRequest | EmbeddingRequest,
     status: int,
     outcome: TurnOutcome | None,
     error: BaseException | None,
@@ -295,7 +296,9 @@ async def log_turn(
     kept = gw.settings.logging
     if kept.bodies:  # off by default: then nothing of a body is ever stored
         row.extra["bodies"] = {
-            "request": _capped(_last_user_text(req), kept.body_max_bytes),
+            "request": _capped(
+                req.first_text() if isinstance(req, EmbeddingRequest) else _last_user_text(req), kept.body_max_bytes
+            ),
             "response": _capped(outcome.result.text, kept.body_max_bytes) if outcome is not None else None,
         }
     if gw.metrics is not None:

@@ -698,9 +698,12 @@ def test_bad_input_through_the_sdk(make_gateway: MakeGateway) -> None:
 
 def test_unknown_action_and_wrong_method(make_gateway: MakeGateway) -> None:
     gw, _ = one_route(make_gateway)
-    raw = post(gw, "/v1beta/models/gemini-2.5-flash:embedContent", HELLO)
+    raw = post(gw, "/v1beta/models/gemini-2.5-flash:predict", HELLO)
     assert raw.status == 404
-    assert "embedContent" in assert_gemini_error(raw.json, 404, "NOT_FOUND")["message"]
+    assert "predict" in assert_gemini_error(raw.json, 404, "NOT_FOUND")["message"]
+    # embedding actions exist, but a chat model is no embedding model (none is configured here)
+    raw = post(gw, "/v1beta/models/gemini-2.5-flash:embedContent", {"content": {"parts": [{"text": "x"}]}})
+    assert "embedding model" in assert_gemini_error(raw.json, 404, "NOT_FOUND")["message"]
     with httpx.Client() as h:
         resp = h.put(f"{gw.base_url}/v1beta/models/gemini-2.5-flash:generateContent", headers=KEY, json=HELLO)
     assert resp.status_code == 405

@@ -1,7 +1,8 @@
 """HTTP handlers of the Gemini surface, under both ``/v1beta`` (Gemini CLI) and ``/v1`` (google-genai):
 
 * ``POST …/models/{model}:generateContent`` | ``:streamGenerateContent`` (``?alt=sse`` → SSE, else a
-  streamed JSON array) | ``:countTokens`` — one handler, :func:`model_action`, dispatching on the
+  streamed JSON array) | ``:countTokens`` | ``:embedContent`` | ``:batchEmbedContents``
+  (:mod:`~freellm.surfaces.gemini_wire.embed`) — one handler, :func:`model_action`, dispatching on the
   action after the last ``:``;
 * ``GET …/models`` (:func:`list_models`, with ``pageSize``/``pageToken``) and ``GET …/models/{id}``
   (:func:`get_model`). ``GET /v1/models`` is shared with the OpenAI surface: ``server/routes.py`` hands
@@ -26,6 +27,7 @@ from freellm.server.body import read_json
 from freellm.server.state import BASE_HEADERS, GATEWAY
 from freellm.server.turn_http import counted_request, respond_turn
 from freellm.surfaces.gemini_wire.clients import is_gemini_client
+from freellm.surfaces.gemini_wire.embed import EMBED_ACTIONS, batch_embed_contents, embed_content
 from freellm.surfaces.gemini_wire.mapping import (
     count_tokens as estimate_count_tokens,
 )
@@ -48,7 +50,9 @@ from freellm.surfaces.gemini_wire.wire import (
 
 __all__ = ["get_model", "list_models", "list_models_handler", "model_action"]
 
-ACTIONS = ("generateContent", "streamGenerateContent", "countTokens")
+GENERATE_ACTIONS = ("generateContent", "streamGenerateContent", "countTokens")
+"""What a (chat) model lists as its ``supportedGenerationMethods``."""
+ACTIONS = (*GENERATE_ACTIONS, *EMBED_ACTIONS)
 _DEFAULT_PAGE = 50
 _MAX_PAGE = 1000
 _DEFAULT_CONTEXT = 128_000
@@ -66,7 +70,8 @@ def _split(tail: str) -> tuple[str, str]:
         shown = (action if sep else tail)[:64]
         raise ClientError(
             404,
-            f"Method `{shown}` is not supported; use :generateContent, :streamGenerateContent or :countTokens.",
+            f"Method `{shown}` is not supported; use :generateContent, :streamGenerateContent, :countTokens, "
+            ":embedContent or :batchEmbedContents.",
             code="not_found",
         )
     return strip_model_prefix(model), action
@@ -77,6 +82,10 @@ async def model_action(request: web.Request) -> web.StreamResponse:
     model, action = _split(request.match_info["tail"])
     if action == "countTokens":
         return await _count_tokens(request)
+    if action == "embedContent":
+        return await embed_content(request, model)
+    if action == "batchEmbedContents":
+        return await batch_embed_contents(request, model)
     return await _generate(request, model, stream=action == "streamGenerateContent")
 
 
@@ -151,7 +160,7 @@ def _entry(model_id: str, display: str, description: str, context: int | None) -
         "description": description,
         "inputTokenLimit": ctx,
         "outputTokenLimit": min(_MAX_OUTPUT, ctx),
-        "supportedGenerationMethods": list(ACTIONS),
+        "supportedGenerationMethods": list(GENERATE_ACTIONS),
     }
 
 

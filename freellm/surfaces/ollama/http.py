@@ -15,12 +15,13 @@ import orjson
 from aiohttp import web
 
 from freellm.errors import ClientError
-from freellm.routing.availability import ModelAvailability, model_availability
+from freellm.routing.availability import ModelAvailability, embedding_availability, model_availability
 from freellm.server.body import read_json
 from freellm.server.errors import register_error_style
 from freellm.server.state import BASE_HEADERS, GATEWAY
 from freellm.server.turn_http import respond_turn
 from freellm.surfaces.ollama.access import OLLAMA_PREFIX
+from freellm.surfaces.ollama.embed import embed, legacy_embeddings
 from freellm.surfaces.ollama.mapping import (
     chat_request,
     generate_request,
@@ -81,10 +82,11 @@ _AUTO_DETAILS: Final = {
 
 
 async def tags(request: web.Request) -> web.Response:
-    """``GET /api/tags``: ``auto`` and every model that can be served now."""
+    """``GET /api/tags``: ``auto``, every model and every embedding family that can be served now."""
     gw = request.app[GATEWAY]
     models = [_tag("auto", _AUTO_DETAILS)]
     models += [_tag(m.id, _details(m)) for m in model_availability(gw.catalog, gw.router) if m.available]
+    models += [_tag(m.id, _details(m)) for m in embedding_availability(gw.catalog, gw.router) if m.available]
     return _json(request, {"models": models})
 
 
@@ -98,17 +100,21 @@ async def show(request: web.Request) -> web.Response:
     name = requested_route(raw)
     found: ModelAvailability | None = None
     if name.lower() != "auto":
-        found = next((m for m in model_availability(gw.catalog, gw.router) if m.id.lower() == name.lower()), None)
+        listed = [*model_availability(gw.catalog, gw.router), *embedding_availability(gw.catalog, gw.router)]
+        found = next((m for m in listed if m.id.lower() == name.lower()), None)
         if found is None:
             raise ClientError(404, f"model '{raw.strip()}' not found", code="model_not_found")
     routes = found.routes if found is not None else gw.catalog.chain
     contexts = [r.context_window for r in routes if r.context_window]
     ctx = max(contexts) if contexts else 128_000
-    capabilities = ["completion"]
-    if any(r.tools for r in routes):
-        capabilities.append("tools")
-    if any(r.vision for r in routes):
-        capabilities.append("vision")
+    if routes and routes[0].family is not None:  # an embedding family: /api/embed only
+        capabilities = ["embedding"]
+    else:
+        capabilities = ["completion"]
+        if any(r.tools for r in routes):
+            capabilities.append("tools")
+        if any(r.vision for r in routes):
+            capabilities.append("vision")
     return _json(
         request,
         {
@@ -182,4 +188,6 @@ def register(app: web.Application) -> None:
     app.router.add_post("/api/show", show)
     app.router.add_post("/api/chat", chat)
     app.router.add_post("/api/generate", generate)
+    app.router.add_post("/api/embed", embed)
+    app.router.add_post("/api/embeddings", legacy_embeddings)
     register_error_style(app, OLLAMA_PREFIX, ollama_error_body)

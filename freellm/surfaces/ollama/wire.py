@@ -1,4 +1,5 @@
-"""The Ollama API's request bodies (``/api/chat``, ``/api/generate``, ``/api/show``), validated.
+"""The Ollama API's request bodies (``/api/chat``, ``/api/generate``, ``/api/show``, ``/api/embed``),
+validated.
 
 Ollama clients (Open WebUI, Continue, Zed, the ``ollama`` libraries) send loosely typed bodies: unknown
 fields are ignored, as Ollama does, but a field of the wrong type is a 400 naming it — before any
@@ -17,7 +18,9 @@ from freellm.errors import ClientError
 
 __all__ = [
     "ChatBody",
+    "EmbedBody",
     "GenerateBody",
+    "LegacyEmbeddingsBody",
     "OllamaMessage",
     "OllamaOptions",
     "ShowBody",
@@ -103,6 +106,28 @@ class GenerateBody(_Turn):
     raw: bool | None = None
     context: list[int] | None = None
     """A previous answer's context tokens: meaningless for remote models, accepted and ignored."""
+
+
+class EmbedBody(_Wire):
+    """``/api/embed``."""
+
+    model: str = ""
+    input: str | list[str] | None = None
+    prompt: str | None = None
+    """What some clients send instead of ``input``."""
+    dimensions: Annotated[int, Field(ge=1, le=65536)] | None = None
+    truncate: bool | None = None
+    options: dict[str, Any] | None = None
+    keep_alive: str | int | float | None = None
+
+
+class LegacyEmbeddingsBody(_Wire):
+    """The legacy ``/api/embeddings``: one prompt, one vector."""
+
+    model: str = ""
+    prompt: str = ""
+    options: dict[str, Any] | None = None
+    keep_alive: str | int | float | None = None
 
 
 class ShowBody(_Wire):
