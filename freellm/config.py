@@ -36,6 +36,7 @@ __all__ = [
     "ModelTier",
     "ProfileConfig",
     "ProviderConfig",
+    "SecurityConfig",
     "ServerConfig",
     "SessionsConfig",
     "Settings",
@@ -156,6 +157,17 @@ class ServerConfig(_Model):
     header_value_max: int = 256
     admin_body_limit_kb: int = Field(default=1024, ge=1)
     """Bodies of ``/admin/`` requests over this many KiB get 413."""
+    auth_failure_limit_per_min: int = Field(default=30, ge=0)
+    """Failed authentications one client IP may make per minute before it gets 429 (0 = off); counted
+    apart from authenticated traffic, so a key-guessing client cannot flood the gateway or its log."""
+
+
+class SecurityConfig(_Model):
+    """What the gateway may be made to reach (docs/security.md)."""
+
+    allow_private_upstreams: bool = False
+    """Provider base URLs added at run time (admin API) may point at link-local and cloud-metadata
+    addresses only when true; the configuration file itself is trusted."""
 
 
 class ClientKeyConfig(_Model):
@@ -392,6 +404,10 @@ class StreamConfig(_Model):
     """Longest silence allowed on a streamed answer once its headers arrived (first read included)."""
     dialect_hold_chars: int = 256
     connect_timeout_s: float = 10.0
+    continue_on_failure: bool = False
+    """When a committed stream's upstream dies (a cut, or a stall past ``stall_timeout_s``), re-ask the
+    next route with the partial answer as a prefill and splice its continuation into the same stream
+    (docs/continuation.md). Off by default: it changes what the client receives."""
 
 
 class ToolsConfig(_Model):
@@ -555,6 +571,7 @@ class Settings(_Model):
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     ollama: OllamaConfig = Field(default_factory=OllamaConfig)
     embeddings: EmbeddingsConfig = Field(default_factory=EmbeddingsConfig)
+    security: SecurityConfig = Field(default_factory=SecurityConfig)
     fusion: FusionConfig = Field(default_factory=FusionConfig)
     health: HealthConfig = Field(default_factory=HealthConfig)
 
