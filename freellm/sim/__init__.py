@@ -6,6 +6,7 @@ It stands in for real providers in tests, in ``freellm demo`` and in the benchma
 
 from freellm.sim.app import create_sim_app
 from freellm.sim.control import SimControl, SimControlError
+from freellm.sim.embeddings import sim_vector
 from freellm.sim.keys import SIM_STATE
 from freellm.sim.scenario import Scenario, ScenarioError, ToolCallSpec, parse_scenario
 from freellm.sim.server import SimServer, run_sim_forever, start_sim
@@ -26,5 +27,6 @@ __all__ = [
     "load_sim_settings",
     "parse_scenario",
     "run_sim_forever",
+    "sim_vector",
     "start_sim",
 ]

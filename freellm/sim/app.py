@@ -1,28 +1,38 @@
-"""The simulator's aiohttp application: virtual-provider routes and the shared request flow.
+"""The simulator's aiohttp application: virtual-provider routes and the shared request flows.
 
 The first path segment before ``/v1`` (or ``/v1beta``) names a virtual provider, so one process stands in
-for a whole fleet (``http://127.0.0.1:PORT/alpha/v1``, ``.../beta/v1``). The flow here is wire-neutral:
-auth, logging, scenario choice, first-byte delay, error statuses and transport faults; rendering belongs
-to the wire (OpenAI chat completions, Anthropic messages, Gemini ``generateContent``).
+for a whole fleet (``http://127.0.0.1:PORT/alpha/v1``, ``.../beta/v1``). The flows here (chat, model
+lists, embeddings) are wire-neutral: auth, logging, scenario choice, first-byte delay, error statuses and
+transport faults; rendering belongs to the wire (OpenAI chat completions and embeddings, Anthropic
+messages, Gemini ``generateContent`` and ``embedContent``/``batchEmbedContents``) and building the
+responses to :mod:`freellm.sim.responses`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Final
 
 import orjson
 from aiohttp import web
-from multidict import CIMultiDict
 
 from freellm.sim.anthropic_wire import ANTHROPIC_WIRE
 from freellm.sim.control_api import add_control_routes
-from freellm.sim.gemini_wire import GEMINI_UNARY_WIRE, split_target, wire_for_action
+from freellm.sim.embeddings import EmbeddingsDialect
+from freellm.sim.gemini_wire import GEMINI_UNARY_WIRE, embed_dialect_for_action, split_target, wire_for_action
 from freellm.sim.keys import SIM_STATE
+from freellm.sim.openai_embeddings import OPENAI_EMBEDDINGS
 from freellm.sim.openai_wire import OPENAI_WIRE
 from freellm.sim.plan import Plan, build_plan
+from freellm.sim.responses import (
+    Headers,
+    error_response,
+    json_response,
+    missing_key_message,
+    with_scenario_headers,
+)
 from freellm.sim.scenario import Scenario, ScenarioError, find_inline_directive, pick_from_directive
 from freellm.sim.settings import SimSettings
 from freellm.sim.state import Outcome, RequestRecord, SimState
@@ -52,6 +62,9 @@ def create_sim_app(settings: SimSettings | None = None) -> web.Application:
     app.router.add_post("/{provider}/v1/messages", messages)
     app.router.add_get("/v1/models", models)
     app.router.add_get("/{provider}/v1/models", models)
+    embeddings = _embeddings_handler(OPENAI_EMBEDDINGS)
+    app.router.add_post("/v1/embeddings", embeddings)
+    app.router.add_post("/{provider}/v1/embeddings", embeddings)
     gemini = _gemini_handler()
     gemini_models = _models_handler(GEMINI_UNARY_WIRE)
     for version in ("v1beta", "v1"):  # google-genai 3.x defaults to /v1; Gemini CLI and the docs use /v1beta
@@ -67,33 +80,6 @@ def create_sim_app(settings: SimSettings | None = None) -> web.Application:
 async def _on_shutdown(app: web.Application) -> None:
     # Stalled requests would otherwise hold the server open for the full stall_max_s.
     app[SIM_STATE].closing.set()
-
-
-Headers = Mapping[str, str]
-
-
-def _with_scenario_headers(base: Headers, scenario: Scenario) -> CIMultiDict[str]:
-    """``base`` with the scenario's scripted ``headers`` on top (case-insensitively: they replace a
-    header of the same name, the wire's ``Content-Type`` included, rather than being sent twice)."""
-    merged: CIMultiDict[str] = CIMultiDict(base)
-    for name, value in scenario.headers.items():
-        merged[name] = value
-    return merged
-
-
-def _response(status: int, content_type: str, headers: Headers, body: bytes | str) -> web.Response:
-    """A response with ``content_type`` unless the headers (a scripted Content-Type) already name one,
-    which is then sent exactly as scripted (aiohttp would refuse both, or append a charset to it)."""
-    if "Content-Type" in CIMultiDict(headers):
-        data = body.encode() if isinstance(body, str) else body
-        return web.Response(status=status, headers=headers, body=data)
-    if isinstance(body, str):
-        return web.Response(status=status, text=body, content_type=content_type, headers=headers)
-    return web.Response(status=status, body=body, content_type=content_type, headers=headers)
-
-
-def _json_response(status: int, body: Any, headers: Headers) -> web.Response:
-    return _response(status, "application/json", headers, orjson.dumps(body))
 
 
 def _models_handler(wire: Wire) -> Handler:
@@ -126,15 +112,26 @@ def _chat_handler(wire: Wire) -> Handler:
     return handle
 
 
+def _embeddings_handler(dialect: EmbeddingsDialect) -> Handler:
+    async def handle(request: web.Request) -> web.StreamResponse:
+        return await _handle_embeddings(request, dialect, "")
+
+    return handle
+
+
 def _gemini_handler() -> Handler:
-    """``POST …/models/{model}:{action}``: the Gemini wire instance depends on the action and ``alt``."""
+    """``POST …/models/{model}:{action}``: ``embedContent``/``batchEmbedContents`` are embeddings; for
+    the chat actions the Gemini wire instance depends on the action and ``alt``."""
 
     async def handle(request: web.Request) -> web.StreamResponse:
         model, action = split_target(request.match_info["target"])
+        embed = embed_dialect_for_action(action)
+        if embed is not None and model:
+            return await _handle_embeddings(request, embed, model)
         wire = wire_for_action(action, request.query.get("alt"))
         if wire is None or not model:
             message = f"Method not found: {action or request.match_info['target']}"
-            return _json_response(404, GEMINI_UNARY_WIRE.render_error(404, message), {})
+            return json_response(404, GEMINI_UNARY_WIRE.render_error(404, message), {})
         return await _handle_chat(request, wire)
 
     return handle
@@ -145,14 +142,19 @@ async def _handle_chat(request: web.Request, wire: Wire) -> web.StreamResponse:
     state = request.app[SIM_STATE]
     provider = request.match_info.get("provider", DEFAULT_PROVIDER)
     key = wire.credential(request)
-    raw = await request.read()
-    try:
-        body: Any = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        body = raw.decode("utf-8", errors="replace")
+    body = await _read_body(request)
     record = state.new_record(provider, key, body)
     await state.notify_arrival()
     return await _recorded(state, record, _serve(request, wire, state, record, provider, key, body))
+
+
+async def _read_body(request: web.Request) -> Any:
+    """The decoded JSON body, or its text when it is not JSON (logged as received, refused by the wire)."""
+    raw = await request.read()
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return raw.decode("utf-8", errors="replace")
 
 
 async def _handle_models(request: web.Request, wire: Wire) -> web.StreamResponse:
@@ -175,21 +177,21 @@ async def _serve_models(
     if key is None:
         record.status = 401
         record.end(Outcome.UNAUTHORIZED)
-        return _json_response(401, wire.render_error(401, _missing_key_message(wire)), headers)
+        return json_response(401, wire.render_error(401, missing_key_message(wire)), headers)
     scenario, source = state.choose_models(provider, key)
     record.source = source
     if scenario is None:
         record.status = 200
         record.end(Outcome.COMPLETED)
-        return _json_response(200, wire.models_list(provider, state.settings.models), headers)
+        return json_response(200, wire.models_list(provider, state.settings.models), headers)
     if scenario.first_byte_delay_ms:
         await asyncio.sleep(scenario.first_byte_delay_ms / 1000.0)
     if scenario.status is not None:
-        return _error_response(wire, scenario, record, headers)
+        return error_response(wire, scenario, record, headers)
     record.status = 200
     record.end(Outcome.COMPLETED)
     listing = wire.models_list(provider, state.settings.models)
-    return _json_response(200, listing, _with_scenario_headers(headers, scenario))
+    return json_response(200, listing, with_scenario_headers(headers, scenario))
 
 
 async def _recorded(
@@ -236,10 +238,10 @@ async def _serve(
     def finish(status: int, payload: Any, outcome: Outcome) -> web.Response:
         record.status = status
         record.end(outcome)
-        return _json_response(status, payload, headers)
+        return json_response(status, payload, headers)
 
     if key is None:
-        return finish(401, wire.render_error(401, _missing_key_message(wire)), Outcome.UNAUTHORIZED)
+        return finish(401, wire.render_error(401, missing_key_message(wire)), Outcome.UNAUTHORIZED)
     try:
         view = wire.parse_request(body, request.match_info)
     except WireRequestError as exc:
@@ -251,12 +253,12 @@ async def _serve(
     except ScenarioError as exc:
         return finish(400, wire.render_error(400, f"simulator: {exc}"), Outcome.BAD_REQUEST)
     record.source = source
-    headers = _with_scenario_headers(headers, scenario)
+    headers = with_scenario_headers(headers, scenario)
 
     if scenario.first_byte_delay_ms:
         await asyncio.sleep(scenario.first_byte_delay_ms / 1000.0)
     if scenario.status is not None:
-        return _error_response(wire, scenario, record, headers)
+        return error_response(wire, scenario, record, headers)
 
     response_id = wire.new_response_id()
     plan = build_plan(scenario, provider, view.model, view.prompt_chars, response_id[-8:])
@@ -265,7 +267,7 @@ async def _serve(
     if view.stream:
         frames = wire.render_stream(plan, scenario, view, response_id, created)
         response = web.StreamResponse(
-            status=200, headers=_with_scenario_headers(wire.stream_headers, scenario)
+            status=200, headers=with_scenario_headers(wire.stream_headers, scenario)
         )
         response.headers[REQUEST_ID_HEADER] = record.id
         record.status = 200
@@ -285,16 +287,9 @@ async def _serve(
         record.end(outcome)
         return response
 
-    # Non-stream: cut = close without any response, stall = never answer.
-    if scenario.cut_after is not None and (
-        scenario.stall_after is None or scenario.cut_after <= scenario.stall_after
-    ):
-        cut_connection(request)
-        record.end(Outcome.CUT)
-        return web.Response(status=499)
-    if scenario.stall_after is not None:
-        record.end(await stall(request, state.closing, settings.stall_max_s, settings.disconnect_poll_s))
-        return web.Response(status=499)
+    fault = await _unanswered(request, scenario, state, record)
+    if fault is not None:
+        return fault
     if scenario.chunk_delay_ms:
         # A non-stream answer takes as long as the stream would have: one delay between output chunks.
         await asyncio.sleep(max(0, _output_chunks(plan) - 1) * scenario.chunk_delay_ms / 1000.0)
@@ -304,59 +299,82 @@ async def _serve(
     return finish(200, wire.render_completion(plan, scenario, view, response_id, created), Outcome.COMPLETED)
 
 
-def _missing_key_message(wire: Wire) -> str:
-    message = getattr(wire, "missing_key_message", None)
-    return message if isinstance(message, str) else "Missing bearer authentication"
+async def _unanswered(
+    request: web.Request, scenario: Scenario, state: SimState, record: RequestRecord
+) -> web.Response | None:
+    """A non-stream answer's transport fault, if scripted: ``cut_after`` closes the connection without
+    any response, ``stall_after`` never answers (the earlier one wins, a cut on a tie)."""
+    if scenario.cut_after is not None and (
+        scenario.stall_after is None or scenario.cut_after <= scenario.stall_after
+    ):
+        cut_connection(request)
+        record.end(Outcome.CUT)
+        return web.Response(status=499)  # never reaches the client: the connection is gone
+    if scenario.stall_after is not None:
+        settings = state.settings
+        record.end(await stall(request, state.closing, settings.stall_max_s, settings.disconnect_poll_s))
+        return web.Response(status=499)
+    return None
+
+
+async def _handle_embeddings(
+    request: web.Request, dialect: EmbeddingsDialect, path_model: str
+) -> web.StreamResponse:
+    """An embeddings request (``path_model``: the model of a Gemini URL): logged with ``endpoint:
+    embeddings`` and scriptable like chat, because a gateway's fallback and cooldowns must be testable
+    on this endpoint too."""
+    state = request.app[SIM_STATE]
+    provider = request.match_info.get("provider", DEFAULT_PROVIDER)
+    key = dialect.wire.credential(request)
+    body = await _read_body(request)
+    record = state.new_record(provider, key, body, endpoint="embeddings")
+    await state.notify_arrival()
+    serve = _serve_embeddings(request, dialect, path_model, state, record, provider, key, body)
+    return await _recorded(state, record, serve)
+
+
+async def _serve_embeddings(
+    request: web.Request,
+    dialect: EmbeddingsDialect,
+    path_model: str,
+    state: SimState,
+    record: RequestRecord,
+    provider: str,
+    key: str | None,
+    body: Any,
+) -> web.StreamResponse:
+    """Answer an embeddings request: an embeddings script's status, delay, cut or stall if one matches,
+    else the vectors. Defaults and inline directives never apply (they describe chat answers)."""
+    headers: Headers = {REQUEST_ID_HEADER: record.id}
+
+    def finish(status: int, payload: Any, outcome: Outcome) -> web.Response:
+        record.status = status
+        record.end(outcome)
+        return json_response(status, payload, headers)
+
+    wire = dialect.wire
+    if key is None:
+        return finish(401, wire.render_error(401, missing_key_message(wire)), Outcome.UNAUTHORIZED)
+    try:
+        call = dialect.parse(body, path_model)
+    except WireRequestError as exc:
+        return finish(400, dialect.render_bad_request(exc), Outcome.BAD_REQUEST)
+    record.model = call.model
+    view = RequestView(
+        model=call.model, stream=False, prompt_chars=0, last_user_text="", messages_json=call.match_json
+    )
+    scenario, record.source = state.choose_embeddings(provider, call.model, key, view)
+    if scenario is not None:
+        if scenario.first_byte_delay_ms:
+            await asyncio.sleep(scenario.first_byte_delay_ms / 1000.0)
+        if scenario.status is not None:
+            return error_response(wire, scenario, record, headers)
+        fault = await _unanswered(request, scenario, state, record)
+        if fault is not None:
+            return fault
+        headers = with_scenario_headers(headers, scenario)
+    return finish(200, dialect.render(call, state.settings.embedding_dimensions), Outcome.COMPLETED)
 
 
 def _output_chunks(plan: Plan) -> int:
     return len(plan.reasoning_pieces) + len(plan.text_pieces) + sum(1 + len(t.fragments) for t in plan.tools)
-
-
-def _error_response(wire: Wire, scenario: Scenario, record: RequestRecord, headers: Headers) -> web.Response:
-    """The scripted HTTP error, for stream and non-stream requests and model-list probes alike, with the
-    scenario's scripted ``headers``."""
-    headers = _with_scenario_headers(headers, scenario)
-    status = scenario.status
-    assert status is not None
-    # Gemini states the back-off in the body (google.rpc.RetryInfo), never as a Retry-After header.
-    render_with_retry = getattr(wire, "render_error_with_retry", None)
-    retry_in_body = (
-        callable(render_with_retry)
-        and scenario.error_body is None
-        and scenario.retry_after is not None
-        and _seconds(scenario.retry_after) is not None
-    )
-    if scenario.retry_after is not None and not retry_in_body:
-        headers = CIMultiDict(headers)
-        headers["Retry-After"] = scenario.retry_after
-    record.status = status
-    record.end(Outcome.ERROR_STATUS)
-    error_body = scenario.error_body
-    if isinstance(error_body, str):
-        # A string is sent as is: the HTML error page of a proxy in front of the provider, say.
-        content_type = "text/html" if error_body.lstrip().startswith("<") else "text/plain"
-        return _response(status, content_type, headers, error_body)
-    if error_body is None:
-        message = scenario.error_message or _default_message(status)
-        if retry_in_body:
-            assert callable(render_with_retry) and scenario.retry_after is not None
-            error_body = render_with_retry(status, message, _seconds(scenario.retry_after))
-        else:
-            error_body = wire.render_error(status, message)
-    return _json_response(status, error_body, headers)
-
-
-def _seconds(retry_after: str) -> str | None:
-    """A ``Retry-After`` value in seconds as text (``"17"``, ``"1.5"``), or None for an HTTP date."""
-    try:
-        value = float(retry_after)
-    except ValueError:
-        return None
-    return retry_after.strip() if value >= 0 else None
-
-
-def _default_message(status: int) -> str:
-    if status == 429:
-        return "Rate limit exceeded (simulated)"
-    return f"Simulated upstream error {status}"

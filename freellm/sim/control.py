@@ -14,10 +14,12 @@ import urllib.parse
 import urllib.request
 from typing import Any, Literal
 
-__all__ = ["EndpointFilter", "SimControl", "SimControlError"]
+__all__ = ["EndpointFilter", "ScriptEndpoint", "SimControl", "SimControlError"]
 
-EndpointFilter = Literal["chat", "models", "all"]
-"""Which logged requests a query sees: chat requests, model-list requests, or both."""
+ScriptEndpoint = Literal["chat", "models", "embeddings"]
+"""Which requests a script applies to: chat answers, model-list requests (key probes) or embeddings."""
+EndpointFilter = Literal["chat", "models", "embeddings", "all"]
+"""Which logged requests a query sees: one endpoint's (see :data:`ScriptEndpoint`), or all of them."""
 
 
 class SimControlError(RuntimeError):
@@ -46,13 +48,15 @@ class SimControl:
         match: str | None = None,
         key: str | None = None,
         times: int | None = 1,
-        endpoint: Literal["chat", "models"] = "chat",
+        endpoint: ScriptEndpoint = "chat",
     ) -> dict[str, Any]:
         """Queue ``scenario`` for the next ``times`` matching requests to ``provider`` (None = until reset).
 
         ``endpoint="models"`` scripts the model-list endpoint (key probes) instead of chat requests; there
         only ``key`` filters, and the scenario's status, error fields, ``headers`` and
-        ``first_byte_delay_ms`` apply. Returns the stored script (with its ``id``)."""
+        ``first_byte_delay_ms`` apply. ``endpoint="embeddings"`` scripts embeddings requests: ``model``,
+        ``match`` (searched in the inputs) and ``key`` filter, and ``cut_after``/``stall_after`` apply
+        too. Returns the stored script (with its ``id``)."""
         body = {
             "provider": provider,
             "model": model,
@@ -80,7 +84,7 @@ class SimControl:
         self, provider: str | None = None, match: str | None = None, endpoint: EndpointFilter = "chat"
     ) -> list[dict[str, Any]]:
         """The request log, oldest first, optionally filtered by provider and a body substring; chat
-        requests only unless ``endpoint`` says ``"models"`` (key probes) or ``"all"``."""
+        requests only unless ``endpoint`` says ``"models"`` (key probes), ``"embeddings"`` or ``"all"``."""
         query = {k: v for k, v in (("provider", provider), ("match", match)) if v is not None}
         query["endpoint"] = endpoint
         result: list[dict[str, Any]] = self._call("GET", "/_sim/requests", query=query)["requests"]
@@ -140,7 +144,7 @@ class SimControl:
         match: str | None = None,
         key: str | None = None,
         times: int | None = 1,
-        endpoint: Literal["chat", "models"] = "chat",
+        endpoint: ScriptEndpoint = "chat",
     ) -> dict[str, Any]:
         """Awaitable :meth:`script`."""
         return await asyncio.to_thread(self.script, provider, scenario, model, match, key, times, endpoint)

@@ -65,7 +65,8 @@ def _script_endpoint(data: dict[str, Any]) -> Endpoint:
 
 
 def _endpoint_filter(query: Mapping[str, str]) -> Endpoint | None:
-    """``?endpoint=chat|models|all`` (default chat) → the log filter (``None`` = every endpoint)."""
+    """``?endpoint=chat|models|embeddings|all`` (default chat) → the log filter (``None`` = every
+    endpoint)."""
     value = query.get("endpoint", "chat")
     if value == "all":
         return None
@@ -143,7 +144,7 @@ async def _get_requests(request: web.Request) -> web.Response:
 
 async def _get_wait(request: web.Request) -> web.Response:
     """``state=ended&request_id=ID``: until that request ended. ``state=received&provider=P&count=N``
-    (``&endpoint=chat|models|all``, default chat): until N such requests for P (any provider without
+    (``&endpoint=chat|models|embeddings|all``, default chat): until N such requests for P (any provider without
     one) have arrived."""
     q = request.query
     request_id = q.get("request_id", "")

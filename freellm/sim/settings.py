@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from freellm.sim.embeddings import MAX_DIMENSIONS
 from freellm.sim.scenario import Scenario, ScenarioError, parse_scenario
 
 __all__ = ["DEFAULT_MODELS", "SimConfigError", "SimSettings", "build_sim_settings", "load_sim_settings"]
@@ -43,10 +44,14 @@ class SimSettings:
     disconnect_poll_s: float = 1.0
     """Fallback check for a vanished client while stalling, for servers run without handler
     cancellation (``start_sim`` and ``run_sim_forever`` enable it, so detection there is immediate)."""
+    embedding_dimensions: int = 8
+    """Width of a simulated embedding when the request asks for none (``dimensions`` on OpenAI,
+    ``outputDimensionality`` on Gemini): small, so logged answers and test expectations stay readable."""
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SimSettings:
-        """Validate a parsed settings file (keys: default, models, per_model, log_limit, stall_max_s)."""
+        """Validate a parsed settings file (keys: default, models, per_model, log_limit, stall_max_s,
+        disconnect_poll_s, embedding_dimensions)."""
         if not isinstance(data, Mapping):
             raise SimConfigError("simulator settings must be a mapping")
         allowed = {f.name for f in dataclasses.fields(cls)}
@@ -80,6 +85,11 @@ class SimSettings:
                 if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
                     raise SimConfigError(f"{name!r} must be a positive number")
                 kwargs[name] = int(value) if name == "log_limit" else float(value)
+        if "embedding_dimensions" in data:
+            dims = data["embedding_dimensions"]
+            if isinstance(dims, bool) or not isinstance(dims, int) or not 1 <= dims <= MAX_DIMENSIONS:
+                raise SimConfigError(f"'embedding_dimensions' must be an integer from 1 to {MAX_DIMENSIONS}")
+            kwargs["embedding_dimensions"] = dims
         return cls(**kwargs)
 
 

@@ -22,10 +22,11 @@ from freellm.sim.wire import RequestView
 
 __all__ = ["ENDPOINTS", "Endpoint", "Outcome", "RequestRecord", "Script", "SimState"]
 
-Endpoint = Literal["chat", "models"]
-"""What a request asked for: an answer (``chat``: chat completions, messages, generateContent) or the
-model list (``models``), which gateways use to probe keys. Scripts and log filters are per endpoint."""
-ENDPOINTS: Final[tuple[Endpoint, ...]] = ("chat", "models")
+Endpoint = Literal["chat", "models", "embeddings"]
+"""What a request asked for: an answer (``chat``: chat completions, messages, generateContent), the
+model list (``models``), which gateways use to probe keys, or vectors (``embeddings``: ``/v1/embeddings``,
+``embedContent``, ``batchEmbedContents``). Scripts and log filters are per endpoint."""
+ENDPOINTS: Final[tuple[Endpoint, ...]] = ("chat", "models", "embeddings")
 
 
 class Outcome(enum.StrEnum):
@@ -63,10 +64,11 @@ class Script:
     ) -> bool:
         """Whether this script applies to an ``endpoint`` request for ``model`` made with ``key``.
 
-        A chat script never answers a model-list probe and vice versa: a test scripting "the next
-        request fails" must not have its fault eaten by a key check the gateway happens to run first.
-        Model-list requests have no model or messages (``model``/``view`` are ``None``); the control API
-        refuses ``model``/``match`` on models scripts, so only the key is compared for them.
+        A chat script never answers a model-list probe or an embeddings request and vice versa: a test
+        scripting "the next request fails" must not have its fault eaten by a key check the gateway
+        happens to run first. Model-list requests have no model or messages (``model``/``view`` are
+        ``None``); the control API refuses ``model``/``match`` on models scripts, so only the key is
+        compared for them. An embeddings request's ``view`` carries its inputs as ``messages_json``.
         """
         if self.endpoint != endpoint:
             return False
@@ -169,7 +171,7 @@ class SimState:
         scenario_json: Any,
         endpoint: Endpoint = "chat",
     ) -> Script:
-        """Append a script to ``provider``'s queue (one queue for both endpoints, so ids stay in order)."""
+        """Append a script to ``provider``'s queue (one queue for every endpoint, so ids stay in order)."""
         script = Script(
             next(self._script_ids), provider, model, match, key, times, scenario, scenario_json, endpoint
         )
@@ -223,7 +225,26 @@ class SimState:
 
         Defaults never apply here: they describe chat answers (a server default of ``status: 429`` is
         about generation), and a key probe that fails because of one would be a surprise."""
-        script = self._take_script("models", provider, None, key, None)
+        return self._scripted("models", provider, None, key, None)
+
+    def choose_embeddings(
+        self, provider: str, model: str, key: str | None, view: RequestView
+    ) -> tuple[Scenario | None, str]:
+        """The first matching embeddings script (consuming one use), else ``None``: the plain vectors.
+
+        As for model lists, defaults never apply: a chat default's ``status`` or ``cut_after`` describes
+        a chat answer, and would silently break every embeddings call of a test that set it."""
+        return self._scripted("embeddings", provider, model, key, view)
+
+    def _scripted(
+        self,
+        endpoint: Endpoint,
+        provider: str,
+        model: str | None,
+        key: str | None,
+        view: RequestView | None,
+    ) -> tuple[Scenario | None, str]:
+        script = self._take_script(endpoint, provider, model, key, view)
         if script is not None:
             return script.scenario, f"script:{script.id}"
         return None, "default"

@@ -8,9 +8,12 @@ Split by concern:
   wording; :mod:`.config_checks` — the same for ``tools``, schemas, ``toolConfig`` and
   ``generationConfig``; :mod:`.fields` — the field spellings and error wording both share;
 * :mod:`.render` — a plan as a ``GenerateContentResponse`` or its stream frames;
-* :mod:`.errors` — the ``google.rpc.Status`` error bodies.
+* :mod:`.errors` — the ``google.rpc.Status`` error bodies;
+* :mod:`.embed` — the ``embedContent``/``batchEmbedContents`` actions (checked, answered with
+  deterministic vectors), routed by :func:`embed_dialect_for_action`.
 """
 
+from freellm.sim.gemini_wire.embed import GEMINI_EMBED_ACTIONS, embed_dialect_for_action
 from freellm.sim.gemini_wire.render import finish_reason_of, thought_signature_of
 from freellm.sim.gemini_wire.wire import (
     GEMINI_ACTIONS,
@@ -24,10 +27,12 @@ from freellm.sim.gemini_wire.wire import (
 
 __all__ = [
     "GEMINI_ACTIONS",
+    "GEMINI_EMBED_ACTIONS",
     "GEMINI_JSON_STREAM_WIRE",
     "GEMINI_SSE_WIRE",
     "GEMINI_UNARY_WIRE",
     "GeminiWire",
+    "embed_dialect_for_action",
     "finish_reason_of",
     "split_target",
     "thought_signature_of",
