@@ -197,7 +197,9 @@ async def _serve_models(
 async def _recorded(
     state: SimState, record: RequestRecord, serve: Coroutine[Any, Any, web.StreamResponse]
 ) -> web.StreamResponse:
-    """Run ``serve``, recording on ``record`` how a request ended when ``serve`` could not say so."""
+    """Run ``serve``, recording on ``record`` how a request ended when ``serve`` could not say so, and
+    counting it in ``state.in_flight`` while it runs."""
+    state.in_flight += 1
     try:
         return await serve
     except ConnectionError:
@@ -209,6 +211,8 @@ async def _recorded(
     except Exception:
         record.end(Outcome.INTERNAL_ERROR)
         raise
+    finally:
+        state.in_flight -= 1
 
 
 def _select(state: SimState, provider: str, view: RequestView, key: str | None) -> tuple[Scenario, str]:

@@ -134,6 +134,13 @@ class SimControl:
         requests: list[dict[str, Any]] = result["requests"]
         return requests
 
+    def connections(self) -> dict[str, int | None]:
+        """``{"in_flight": N, "open_connections": M}``: requests whose answer is still running and open
+        TCP connections (idle keep-alive ones included; ``None`` when the simulator was not started by
+        ``start_sim``/``freellm sim``)."""
+        result: dict[str, int | None] = self._call("GET", "/_sim/connections")
+        return result
+
     # ---- async twins (run the sync call in a worker thread) ---------------------------------------------
 
     async def script_async(
@@ -174,6 +181,10 @@ class SimControl:
     ) -> list[dict[str, Any]]:
         """Awaitable :meth:`wait_received`."""
         return await asyncio.to_thread(self.wait_received, provider, count, timeout, endpoint)
+
+    async def connections_async(self) -> dict[str, int | None]:
+        """Awaitable :meth:`connections`."""
+        return await asyncio.to_thread(self.connections)
 
     # ---- transport -------------------------------------------------------------------------------------
 

@@ -37,6 +37,7 @@ def add_control_routes(app: web.Application) -> None:
     r.add_get("/_sim/requests", _get_requests)
     r.add_get("/_sim/wait", _get_wait)
     r.add_get("/_sim/health", _get_health)
+    r.add_get("/_sim/connections", _get_connections)
 
 
 def _reply(data: Any, status: int = 200) -> web.Response:
@@ -188,3 +189,9 @@ async def _wait_received(
 async def _get_health(request: web.Request) -> web.Response:
     state = request.app[SIM_STATE]
     return _reply({"status": "ok", "models": state.settings.models, "logged_requests": len(state.records)})
+
+
+async def _get_connections(request: web.Request) -> web.Response:
+    """Requests still being answered and TCP connections still open: what a reliability test reads
+    once its load has ended, to prove the gateway let go of every upstream connection."""
+    return _reply(request.app[SIM_STATE].connections())

@@ -10,6 +10,7 @@ from typing import Final
 from aiohttp import web
 
 from freellm.sim.app import create_sim_app
+from freellm.sim.keys import SIM_STATE
 from freellm.sim.settings import SimSettings
 
 __all__ = ["SimServer", "run_sim_forever", "start_sim"]
@@ -65,6 +66,7 @@ async def start_sim(host: str = "127.0.0.1", port: int = 0, settings: SimSetting
         shutdown_timeout=SHUTDOWN_TIMEOUT_S,
     )
     await runner.setup()
+    runner.app[SIM_STATE].transport = runner.server  # for GET /_sim/connections
     site = web.TCPSite(runner, host, port)
     try:
         await site.start()

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 import orjson
+from aiohttp import web
 
 from freellm.sim.scenario import Scenario
 from freellm.sim.settings import SimSettings
@@ -152,6 +153,22 @@ class SimState:
         """Set at app shutdown so stalled requests end instead of holding the server open."""
         self.arrived = asyncio.Condition()
         """Notified on every new request, for ``/_sim/wait?state=received``."""
+        self.in_flight = 0
+        """Requests whose handler is still running (a stall, a slow stream, a delay): how a test sees
+        that a gateway let go of every upstream request once its own clients are done."""
+        self.transport: web.Server | None = None
+        """The low-level server accepting this app's connections, when :func:`start_sim` runs it (an app
+        run by someone else's runner leaves it None): its ``connections`` are the open TCP connections,
+        idle keep-alive ones included."""
+
+    def connections(self) -> dict[str, int | None]:
+        """``{"in_flight": N, "open_connections": M}`` for ``GET /_sim/connections``; ``M`` is None when
+        the transport is unknown (see :attr:`transport`)."""
+        server = self.transport
+        return {
+            "in_flight": self.in_flight,
+            "open_connections": None if server is None else len(server.connections),
+        }
 
     def reset(self) -> None:
         """Drop scripts and logs and restore the defaults from settings (ids keep counting)."""
