@@ -115,7 +115,7 @@ def gateway_settings(
     doc: dict[str, Any] = {
         "auth": {"api_keys": [CLIENT_KEY]},
         "storage": {"path": str(data_dir)},
-        "server": {"ip_rate_limit_rpm": 0},
+        "server": {"ip_rate_limit_rpm": 0, "auth_failure_limit_per_min": 0},  # tests of the limiters turn them on
         "providers": [
             {
                 "name": name,

@@ -27,9 +27,20 @@ from freellm.config import Settings
 from freellm.store.base import StateStore, setting_object
 
 if TYPE_CHECKING:
+    import aiohttp
+
+    from freellm.providers.base import Provider
     from freellm.server.state import Gateway
 
-__all__ = ["LIVE_FIELDS", "OVERLAY_SETTING", "LiveConfig", "Overlay", "RuntimeKey", "apply_settings"]
+__all__ = [
+    "LIVE_FIELDS",
+    "OVERLAY_SETTING",
+    "LiveConfig",
+    "Overlay",
+    "RuntimeKey",
+    "apply_settings",
+    "build_upstreams",
+]
 
 log = logging.getLogger("freellm.admin")
 
@@ -69,6 +80,10 @@ class Overlay:
     disabled_keys: dict[str, list[str]] = field(default_factory=dict)
     """Provider name → ids of configured (YAML/env) keys switched off at run time."""
     settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def provider_names(self) -> frozenset[str]:
+        """Names of the providers added at run time (their base URLs are not the file's: not trusted)."""
+        return frozenset(str(p.get("name")) for p in self.providers)
 
     def is_empty(self) -> bool:
         return not (self.providers or self.chain is not None or self.disabled_keys or self.settings)
@@ -165,18 +180,37 @@ def _key_id(secret: str) -> str:
     return key_fingerprint(secret)
 
 
+def build_upstreams(
+    settings: Settings,
+    added: frozenset[str],
+    session: aiohttp.ClientSession,
+    runtime_session: aiohttp.ClientSession | None,
+) -> dict[str, Provider]:
+    """The providers of ``settings``, in their order: those from the configuration file on ``session``,
+    those the admin API ``added`` on ``runtime_session`` — the pool whose resolver refuses link-local and
+    cloud-metadata addresses at every connection (:class:`freellm.net.ssrf.GuardedResolver`; None when
+    ``security.allow_private_upstreams`` is on: one pool for all)."""
+    from freellm.providers.registry import build_providers
+
+    out: dict[str, Provider] = {}
+    for provider in settings.providers:
+        pool = runtime_session if runtime_session is not None and provider.name in added else session
+        out.update(build_providers([provider], pool))
+    return out
+
+
 async def apply_settings(gw: Gateway, settings: Settings) -> None:
     """Run the gateway on ``settings`` from the next request on (see the module doc)."""
     from freellm.compression import Compressor
     from freellm.engine.fallback import FallbackLoop
     from freellm.engine.pipeline.build import build_pipeline
     from freellm.engine.turn import Engine
-    from freellm.providers.registry import build_providers
     from freellm.routing.catalog import Catalog
     from freellm.routing.sessions import SessionMemory
 
     catalog = Catalog(settings)
-    providers = build_providers(settings.providers, gw.session)
+    added = gw.live.overlay.provider_names() if gw.live is not None else frozenset()
+    providers = build_upstreams(settings, added, gw.session, gw.runtime_session)
     router = gw.router
     router.reconfigure(settings, catalog, providers)
     gw.cache.config = settings.cache

@@ -25,6 +25,7 @@ from freellm.admin.changes import admin_json, commit, json_reply, live_of, valid
 from freellm.admin.live import LiveConfig, RuntimeKey
 from freellm.config import ProviderConfig
 from freellm.errors import ClientError
+from freellm.net.ssrf import HostRefused, Reach, check_url
 from freellm.providers.base import Provider
 from freellm.routing.catalog import key_fingerprint
 from freellm.routing.health import HEALTH_SETTING, KeyHealth
@@ -35,6 +36,7 @@ __all__ = [
     "KeyCheck",
     "all_providers",
     "check_key",
+    "check_upstream_url",
     "forget_key",
     "known_key",
     "known_provider",
@@ -128,6 +130,7 @@ async def add_provider(request: web.Request) -> web.Response:
         raise ClientError(400, f"Invalid provider: {where}: {first['msg']}", param=where) from None
     if provider.name in {p.name for p in all_providers(live)}:
         raise ClientError(409, f"A provider named `{provider.name}` already exists.", code="provider_exists")
+    await check_upstream_url(gw, provider.base_url)
     secrets = [valid_key(k) for k in keys]
     overlay = copy.deepcopy(live.overlay)
     overlay.providers.append(provider.model_dump(mode="json", exclude={"keys"}))
@@ -290,6 +293,23 @@ def known_key(live: LiveConfig, provider: str, key_id: str) -> RuntimeKey:
         if key.id == key_id:
             return key
     raise ClientError(404, f"The provider `{provider}` has no key `{key_id}`.", code="key_not_found")
+
+
+async def check_upstream_url(gw: Gateway, url: str) -> None:
+    """The SSRF guard for a base URL set through the admin API (``Reach.UPSTREAM``, docs/security.md):
+    a 400 naming ``base_url`` when it reaches a link-local or cloud-metadata address, unless
+    ``security.allow_private_upstreams``. Loopback and LAN addresses pass (local Ollama, vLLM)."""
+    if gw.settings.security.allow_private_upstreams:
+        return
+    try:
+        await check_url(url, Reach.UPSTREAM)
+    except HostRefused as exc:
+        raise ClientError(
+            400,
+            f"Invalid provider: base_url: {exc}; such upstreams need security.allow_private_upstreams: true",
+            param="base_url",
+            code="upstream_not_allowed",
+        ) from None
 
 
 def valid_key(value: object) -> str:

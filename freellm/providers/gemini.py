@@ -36,9 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import ipaddress
 import logging
-import socket
 import time
 import urllib.parse
 from collections.abc import Callable
@@ -51,6 +49,7 @@ import yarl
 from freellm.config import ProviderConfig
 from freellm.core.embeddings import EmbeddingAnswer, EmbeddingRequest
 from freellm.errors import UpstreamError
+from freellm.net.ssrf import HostRefused, Reach, check_host, is_public
 from freellm.providers.base import Timeouts
 from freellm.providers.embedding_wire import GEMINI_BATCH_MAX, gemini_batch_body, gemini_embedding_answer
 from freellm.providers.gemini_wire import (
@@ -286,31 +285,17 @@ class GeminiProvider:
 
 
 def _is_public(address: str) -> bool:
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    return ip.is_global and not ip.is_multicast
+    """The one public-address rule (:func:`freellm.net.ssrf.is_public`); ValueError for a name."""
+    return is_public(address)
 
 
 async def _check_public_host(host: str, port: int | None) -> None:
-    """Raise :class:`_Refused` unless every address ``host`` names is a public unicast address."""
+    """Raise :class:`_Refused` unless every address ``host`` names is public (:mod:`freellm.net.ssrf`,
+    ``Reach.PUBLIC``: the shared guard, so image URLs and run-time provider URLs follow one rule book)."""
     try:
-        if not _is_public(host.strip("[]")):
-            raise _Refused(f"{host} is not a public address")
-        return
-    except ValueError:
-        pass  # a name, not an address literal
-    loop = asyncio.get_running_loop()
-    try:
-        infos = await loop.getaddrinfo(host, port or 443, type=socket.SOCK_STREAM)
-    except OSError as exc:
-        raise _Refused(f"{host} does not resolve") from exc
-    if not infos:
-        raise _Refused(f"{host} does not resolve")
-    for info in infos:
-        address = info[4][0]
-        if not isinstance(address, str) or not _is_public(address):
-            raise _Refused(f"{host} resolves to a non-public address")
+        await check_host(host.strip("[]"), port, Reach.PUBLIC)
+    except HostRefused as exc:
+        raise _Refused(str(exc)) from None
 
 
 class GeminiStream(SSEStream):

@@ -13,7 +13,7 @@ import aiohttp
 import platformdirs
 from aiohttp import web
 
-from freellm.admin.live import LiveConfig, RuntimeKey
+from freellm.admin.live import LiveConfig, RuntimeKey, build_upstreams
 from freellm.admin.watch import SettingsWatcher
 from freellm.cache.store import ResponseCache
 from freellm.compression import Compressor
@@ -21,7 +21,7 @@ from freellm.config import ClientKeyConfig, Settings
 from freellm.engine.fallback import FallbackLoop
 from freellm.engine.pipeline.build import build_pipeline
 from freellm.engine.turn import Engine
-from freellm.providers.registry import build_providers
+from freellm.net.ssrf import GuardedResolver, Reach
 from freellm.routing.catalog import Catalog
 from freellm.routing.probes import Prober
 from freellm.routing.router import Router
@@ -29,7 +29,9 @@ from freellm.routing.sessions import SessionMemory
 from freellm.secrets import KeyVault, load_master_key
 from freellm.server import routes
 from freellm.server.auth import ClientKeys
+from freellm.server.auth_limit import AuthFailureLimiter
 from freellm.server.middleware import IPRateLimiter, edge_middleware
+from freellm.server.protocol_log import ProtocolLogger
 from freellm.server.state import GATEWAY, Gateway
 from freellm.store.factory import store_from_settings
 
@@ -47,9 +49,13 @@ def create_app(
 ) -> web.Application:
     """Build the app. ``client_keys`` overrides ``settings.auth.api_keys`` (the CLI passes a generated key);
     ``worker_index`` is set when this process is one of several ``serve --workers`` processes."""
+    body_limit = int(settings.server.body_limit_mb * 1024 * 1024)
     app = web.Application(
         middlewares=[edge_middleware],
-        client_max_size=int(settings.server.body_limit_mb * 1024 * 1024),
+        client_max_size=body_limit,
+        # aiohttp logs a request it cannot parse with a traceback; this logger makes it one line
+        # (freellm.server.protocol_log), so garbage from an unauthenticated client cannot flood the log.
+        handler_args={"logger": ProtocolLogger()},
     )
     keys = (
         [ClientKeyConfig(key=k) for k in client_keys] if client_keys is not None else settings.auth.client_keys
@@ -77,8 +83,14 @@ def create_app(
         settings = live.effective_or_base()
         connector = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300, enable_cleanup_closed=True)
         session = aiohttp.ClientSession(connector=connector, auto_decompress=True, trust_env=False)
+        runtime_session = None
+        if not settings.security.allow_private_upstreams:
+            guarded = aiohttp.TCPConnector(
+                limit=0, ttl_dns_cache=300, enable_cleanup_closed=True, resolver=GuardedResolver(Reach.UPSTREAM)
+            )
+            runtime_session = aiohttp.ClientSession(connector=guarded, auto_decompress=True, trust_env=False)
         catalog = Catalog(settings)
-        providers = build_providers(settings.providers, session)
+        providers = build_upstreams(settings, live.overlay.provider_names(), session, runtime_session)
         router = Router(settings, catalog, providers, store)
         await router.restore(time.time())
         prober = Prober(settings.health, router, store)
@@ -101,6 +113,9 @@ def create_app(
             cache=cache,
             compressor=compressor,
             ip_limiter=IPRateLimiter(settings.server.ip_rate_limit_rpm),
+            auth_limiter=AuthFailureLimiter(settings.server.auth_failure_limit_per_min),
+            body_limit=body_limit,
+            runtime_session=runtime_session,
             prober=prober,
             live=live,
             vault=vault,
@@ -119,6 +134,8 @@ def create_app(
             await watcher.stop()
             await prober.stop()
             await session.close()
+            if runtime_session is not None:
+                await runtime_session.close()
             await store.close()
 
     async def on_shutdown(app: web.Application) -> None:

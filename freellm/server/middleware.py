@@ -1,4 +1,5 @@
-"""Edge guards that run before any surface: request id, per-IP limiter, client auth, error rendering."""
+"""Edge guards that run before any surface: request id, per-IP limiter, body limit, client auth (with
+the failed-authentication limiter), error rendering. docs/security.md lists what each one defends."""
 
 from __future__ import annotations
 
@@ -9,16 +10,18 @@ import time
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from freellm.errors import ClientError, Exhausted
 from freellm.server.auth import ClientKeys, extract_admin_key, extract_api_key, key_matches
 from freellm.server.errors import ErrorBody, error_response, error_style_for
+from freellm.server.protocol_log import describe_protocol_error
 from freellm.server.state import BASE_HEADERS, CLIENT, GATEWAY, REQUEST_ID
 from freellm.surfaces.gemini_wire.clients import GEMINI_PREFIXES, is_gemini_client, query_key_allowed
 from freellm.surfaces.ollama.access import OLLAMA_PREFIX
 from freellm.surfaces.ollama.access import check_access as ollama_access
 
-__all__ = ["IPRateLimiter", "edge_middleware"]
+__all__ = ["REQUEST_ID_MAX", "IPRateLimiter", "edge_middleware", "request_id_of"]
 
 log = logging.getLogger("freellm.server")
 
@@ -89,11 +92,55 @@ def _check_admin(request: web.Request, admin_keys: list[bytes], client_keys: Cli
         raise ClientError(401, "Invalid admin key", type="authentication_error", code="invalid_admin_key")
 
 
+REQUEST_ID_MAX = 128
+"""Longest client ``X-Request-ID`` echoed back."""
+
+
+def request_id_of(given: str | None) -> str:
+    """The client's ``X-Request-ID`` when it is 1-128 visible ASCII characters (0x21-0x7E), else a fresh
+    one. Space is refused too: request ids go into space-separated log lines, where one could forge a
+    field, and header parsers strip it at the ends, so an echo would not be byte-identical anyway. CR,
+    LF and every other control or non-ASCII character are refused, so nothing a client sends here is
+    ever reflected into a header it was not (docs/security.md)."""
+    if (
+        given
+        and len(given) <= REQUEST_ID_MAX
+        and given.isascii()
+        and given.isprintable()
+        and " " not in given
+    ):
+        return given
+    return secrets.token_hex(16)
+
+
+def _auth_refusal(request: web.Request, exc: ClientError) -> ClientError:
+    """A failed authentication (any 401) counted by the app's failed-auth limiter: past
+    ``server.auth_failure_limit_per_min`` from this address in the window, a 429 with ``Retry-After``
+    instead; the first one over the limit is logged (one line per address per window)."""
+    limiter = request.app[GATEWAY].auth_limiter
+    ip = request.remote or "?"
+    verdict = limiter.failed(ip, time.time())
+    if not verdict.limited:
+        return exc
+    if verdict.first_over:
+        log.warning(
+            "more than %d failed authentications from %s within %gs; answering 429 for the rest of the window",
+            limiter.limit,
+            ip,
+            limiter.window_s,
+        )
+    return ClientError(
+        429,
+        "Too many failed authentications from this address; retry later.",
+        type="rate_limit_error",
+        code="too_many_auth_failures",
+        headers={"Retry-After": str(verdict.retry_after_s)},
+    )
+
+
 @web.middleware
 async def edge_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    request_id = request.headers.get("X-Request-ID") or secrets.token_hex(16)
-    if len(request_id) > 128 or not request_id.isprintable():
-        request_id = secrets.token_hex(16)
+    request_id = request_id_of(request.headers.get("X-Request-ID"))
     request[REQUEST_ID] = request_id
     gw = request.app[GATEWAY]
     extra: dict[str, str] = {"X-Request-ID": request_id}
@@ -115,6 +162,14 @@ async def edge_middleware(request: web.Request, handler: Handler) -> web.StreamR
                         code="rate_limit_exceeded",
                         headers={"Retry-After": str(max(1, math.ceil(reset - time.time())))},
                     )
+        declared = request.content_length
+        if declared is not None and declared > gw.body_limit:
+            # Refused on the declared length alone, before a byte of the body is read.
+            raise ClientError(
+                413,
+                f"Request body too large (limit {gw.settings.server.body_limit_mb:g} MB).",
+                code="request_too_large",
+            )
         if path.startswith(ADMIN_PREFIX) or path == ADMIN_PREFIX[:-1]:
             _check_admin(request, gw.admin_keys, gw.client_keys)
         elif path.startswith(OLLAMA_PREFIX):
@@ -126,8 +181,25 @@ async def edge_middleware(request: web.Request, handler: Handler) -> web.StreamR
                 raise ClientError(401, "Invalid API key", type="authentication_error", code="invalid_api_key")
             request[CLIENT] = client
         response = await handler(request)
-    except (ClientError, Exhausted) as exc:
+    except ClientError as exc:
+        refusal = _auth_refusal(request, exc) if exc.status == 401 else exc
+        response = error_response(refusal, extra, _error_style(request))
+    except Exhausted as exc:
         response = error_response(exc, extra, _error_style(request))
+    except HttpProcessingError as exc:
+        # A body that turned out malformed while a handler read it (broken chunked framing, a length
+        # that lies): the client's fault, one log line, never a traceback (freellm.server.protocol_log).
+        log.warning(
+            "malformed HTTP request from %s on %s %s (request %s): %s",
+            request.remote,
+            request.method,
+            request.raw_path[:200],
+            request_id,
+            describe_protocol_error(exc),
+        )
+        response = error_response(
+            ClientError(400, "Malformed HTTP request body.", code="malformed_request"), extra, _error_style(request)
+        )
     except web.HTTPRequestEntityTooLarge:
         response = error_response(
             ClientError(413, "Request body too large.", code="request_too_large"),
@@ -142,7 +214,7 @@ async def edge_middleware(request: web.Request, handler: Handler) -> web.StreamR
             ClientError(exc.status, exc.reason, code=None, headers=kept), extra, _error_style(request)
         )
     except Exception:
-        log.exception("unhandled error on %s %s (request %s)", request.method, path, request_id)
+        log.exception("unhandled error on %s %s (request %s)", request.method, request.raw_path[:200], request_id)
         response = error_response(
             ClientError(500, "Internal gateway error; see the gateway log for this request id.", type="server_error"),
             extra,

@@ -17,6 +17,7 @@ from freellm.engine.turn import Engine
 from freellm.routing.catalog import Catalog
 from freellm.routing.router import Router
 from freellm.server.auth import Client, ClientKeys
+from freellm.server.auth_limit import AuthFailureLimiter
 from freellm.store.base import StateStore
 
 if TYPE_CHECKING:
@@ -50,6 +51,14 @@ class Gateway:
     """The cooldown probe and key health pass (started with the app)."""
     metrics: Metrics | None = None
     """The Prometheus metrics behind ``GET /metrics`` (created with the app)."""
+    auth_limiter: AuthFailureLimiter = field(default_factory=lambda: AuthFailureLimiter(0))
+    """Failed authentications per client IP (``server.auth_failure_limit_per_min``; docs/security.md)."""
+    body_limit: int = 25 * 1024 * 1024
+    """``server.body_limit_mb`` in bytes: a declared ``Content-Length`` over it is a 413 before any read."""
+    runtime_session: aiohttp.ClientSession | None = None
+    """The HTTP pool of providers added at run time (admin API): its resolver refuses link-local and
+    cloud-metadata addresses at every connection unless ``security.allow_private_upstreams``; None when
+    that is on (they share :attr:`session`)."""
     admin_keys: list[bytes] = field(default_factory=list)
     """``auth.admin_keys``: the only keys the ``/admin/`` routes accept (none: every one is a 404)."""
     shutting_down: bool = False
