@@ -83,6 +83,9 @@ def row_json(row: RequestLogRow) -> dict[str, Any]:
         "error_class": row.error_class,
         "cached": row.route == "cache",
     }
+    for key in ("continued_from", "continued_on"):  # a stream another route finished (docs/continuation.md)
+        if key in row.extra:
+            out[key] = row.extra[key]
     bodies = row.extra.get("bodies")
     if isinstance(bodies, dict):
         out["request"] = bodies.get("request")

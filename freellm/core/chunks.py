@@ -8,6 +8,11 @@ from __future__ import annotations
 
 from typing import Any, Literal, NotRequired, TypedDict
 
+MARKER_KEY = "x_freellm"
+"""A chunk's gateway-added facts (``{continued_from, continued_on}`` on the finish chunk of a continued
+stream): chat clients see the key on that chunk; the Messages and Responses renderers move it to their
+``message_delta`` and final response object."""
+
 
 class FunctionDelta(TypedDict, total=False):
     name: str

@@ -10,6 +10,7 @@ from freellm.core.chunks import Chunk
 from freellm.errors import TrailEntry, UpstreamError
 
 if TYPE_CHECKING:
+    from freellm.engine.continuation import Resume
     from freellm.engine.pump import PumpResult
     from freellm.providers.base import Provider
     from freellm.routing.catalog import ModelRoute
@@ -135,6 +136,8 @@ class Attempt:
     """Books the attempt's success (usage, streaks, the lease) now rather than when the fallback loop
     gets the outcome back: a stream calls it before its terminator, in the store's batch with the
     session write (one round trip). Idempotent; the loop books it itself if nobody did."""
+    resume: Resume | None = None
+    """Set on a continuation attempt: the committed stream it continues (stream.continue_on_failure)."""
 
 
 class Sink(Protocol):
@@ -188,3 +191,5 @@ class TurnOutcome:
     tokens_out: int = 0
     upstream_headers: Mapping[str, str] | None = None
     """The upstream answer's response headers (its rate-limit windows), for limit learning."""
+    continued_from: str | None = None
+    """``provider/model`` whose committed stream this turn's route continued (None: not continued)."""

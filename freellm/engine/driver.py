@@ -2,7 +2,8 @@
 
 This is the only place where the pump meets I/O. A failure before the sink committed propagates (the
 fallback loop retries elsewhere, invisibly); a failure after commit is reported in-band, once, and the
-attempt ends as committed.
+attempt ends as committed — unless ``stream.continue_on_failure`` lets another route continue the
+answer (:mod:`freellm.engine.continuation`): then :class:`StreamDied` goes to the loop instead.
 """
 
 from __future__ import annotations
@@ -15,6 +16,15 @@ from freellm.core.chunks import Chunk
 from freellm.core.request import ChatRequest
 from freellm.core.tokens import estimate_text_tokens
 from freellm.engine.context import Attempt, Sink, TurnOutcome
+from freellm.engine.continuation import (
+    ContinuationFilter,
+    Resume,
+    StreamDied,
+    can_continue,
+    continuation_request,
+    spliced,
+    summed_usage,
+)
 from freellm.engine.pump import StreamPump
 from freellm.engine.redact import redact
 from freellm.engine.tools.hooks import pump_hooks
@@ -58,25 +68,33 @@ async def drive_attempt(
 ) -> TurnOutcome:
     loop = asyncio.get_running_loop()
     started = loop.time()
-    hooks = pump_hooks(req, settings.tools, streaming=sink.streaming)
-    pump = StreamPump(
-        attempt.route.model,
-        wants_tools=req.wants_tools,
-        hold_limit=settings.stream.dialect_hold_chars,
-        rescue=hooks.rescue,
-        repair=hooks.repair,
-        validate=hooks.validate,
-        check_text=hooks.check_text,
-        tool_names=hooks.tool_names,
-        hold_all=hooks.hold_all,
-        think_tags=hooks.think_tags,
-    )
+    resume = attempt.resume
+    splice: ContinuationFilter | None = None
+    if resume is None:
+        hooks = pump_hooks(req, settings.tools, streaming=sink.streaming)
+        pump = StreamPump(
+            attempt.route.model,
+            wants_tools=req.wants_tools,
+            hold_limit=settings.stream.dialect_hold_chars,
+            rescue=hooks.rescue,
+            repair=hooks.repair,
+            validate=hooks.validate,
+            check_text=hooks.check_text,
+            tool_names=hooks.tool_names,
+            hold_all=hooks.hold_all,
+            think_tags=hooks.think_tags,
+        )
+        deadline = attempt.deadline
+    else:  # continuing a committed stream: more of the same answer, no holding, no hedge
+        req = continuation_request(req, resume.text)
+        splice = ContinuationFilter(resume)
+        pump = StreamPump(resume.model, think_tags=False)
+        pump.resume()
+        deadline = None
     ttfb_ms: int | None = None
     body = req.upstream_body(attempt.route.model, stream=sink.streaming)
     # Attempts 0 and 1 have no hedge: skip the timer (and its task lookup) on the common path.
-    hedge: asyncio.Timeout | _NoHedge = (
-        asyncio.timeout_at(attempt.deadline) if attempt.deadline is not None else _NO_HEDGE
-    )
+    hedge: asyncio.Timeout | _NoHedge = asyncio.timeout_at(deadline) if deadline is not None else _NO_HEDGE
     upstream = None
     batch: list[Chunk] = []
     try:
@@ -85,7 +103,7 @@ async def drive_attempt(
                 body, attempt.key, stream=sink.streaming, timeouts=attempt_timeouts(settings, attempt)
             )
             async for chunk in upstream:
-                out = pump.feed(chunk)
+                out = pump.feed(chunk if splice is None else splice.chunk(chunk))
                 if ttfb_ms is None and pump.first_token:
                     ttfb_ms = int((loop.time() - started) * 1000)
                 if out:
@@ -96,6 +114,10 @@ async def drive_attempt(
                         hedge.reschedule(None)
                     await sink.send(attempt, batch)
                     batch = []
+            if splice is not None:
+                rest = splice.rest(pump.model)
+                if rest is not None:
+                    batch += pump.feed(rest)
             if batch:
                 hedge.reschedule(None)
                 await sink.send(attempt, batch)
@@ -106,8 +128,12 @@ async def drive_attempt(
                 usage_estimate=estimate_text_tokens(pump.output_chars),
             )
             hedge.reschedule(None)
+            if resume is not None:
+                spliced(out, resume, attempt.route.label)
             await sink.send(attempt, out)
             outcome = _outcome(attempt, pump, ttfb_ms, upstream)
+            if resume is not None:
+                _continued(outcome, resume)
             await sink.end(outcome)
     except TimeoutError as exc:
         if hedge.expired() and not sink.committed:
@@ -118,15 +144,68 @@ async def drive_attempt(
             # Chunks decoded before the failure in the same read: the client gets them exactly as it
             # would have chunk by chunk, so batching never changes what is committed.
             await sink.send(attempt, batch)
-        if not sink.committed:
+        # A continuation attempt that sent nothing yet fails over like any uncommitted attempt.
+        if not sink.committed or (resume is not None and not pump.sent_text):
             raise
-        await sink.fail(attempt, redact(err.message, (attempt.key,)))
-        return _outcome(attempt, pump, ttfb_ms, upstream, committed_error=err)
+        message, failure = redact(err.message, (attempt.key,)), err  # `err` is unbound after the except
+
+        async def give_up() -> TurnOutcome:
+            await sink.fail(attempt, message)
+            return _outcome(attempt, pump, ttfb_ms, upstream, committed_error=failure)
+
+        if settings.stream.continue_on_failure and sink.streaming and can_continue(err) and pump.can_resume:
+            raise StreamDied(err, _resume_of(attempt, req, pump, ttfb_ms, resume), give_up) from err
+        return await give_up()
     finally:
         if upstream is not None:
             with contextlib.suppress(Exception):
                 await upstream.aclose()
     return outcome
+
+
+def _resume_of(
+    attempt: Attempt, req: ChatRequest, pump: StreamPump, ttfb_ms: int | None, previous: Resume | None
+) -> Resume:
+    """What a continuation of this attempt's answer must know: the text so far (every attempt's), the
+    stream's identity, and the usage so far (what the upstream reported, else estimated)."""
+    usage = pump.usage or {}
+    prompt = usage.get("prompt_tokens")
+    completion = usage.get("completion_tokens")
+    prompt_tokens = prompt if isinstance(prompt, int) else req.text_token_estimate
+    completion_tokens = completion if isinstance(completion, int) else estimate_text_tokens(pump.output_chars)
+    if previous is not None:
+        return Resume(
+            text=previous.text + pump.sent_text,
+            chunk_id=previous.chunk_id,
+            created=previous.created,
+            model=previous.model,
+            origin=previous.origin,
+            prompt_tokens=previous.prompt_tokens + prompt_tokens,
+            completion_tokens=previous.completion_tokens + completion_tokens,
+            ttfb_ms=previous.ttfb_ms,
+        )
+    chunk_id, created = pump.identity
+    return Resume(
+        text=pump.sent_text,
+        chunk_id=chunk_id,
+        created=created,
+        model=pump.model,
+        origin=attempt.route.label,
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        ttfb_ms=ttfb_ms,
+    )
+
+
+def _continued(outcome: TurnOutcome, resume: Resume) -> None:
+    """A continued turn is one turn: the whole text, the summed usage, the first byte's time."""
+    outcome.result.text = resume.text + outcome.result.text
+    outcome.tokens_in += resume.prompt_tokens
+    outcome.tokens_out += resume.completion_tokens
+    outcome.ttfb_ms = resume.ttfb_ms
+    outcome.continued_from = resume.origin
+    if outcome.result.usage is not None:
+        outcome.result.usage = summed_usage(outcome.result.usage, resume)
 
 
 def _outcome(

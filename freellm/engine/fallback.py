@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from freellm.config import Settings
 from freellm.engine.context import Attempt, RequestContext, TurnOutcome
+from freellm.engine.continuation import StreamDied
 from freellm.engine.driver import HedgeExpired
 from freellm.engine.exhaustion import exhausted_after_attempts, exhausted_without_attempts
 from freellm.engine.failure import Failure, FailureKind, classify
@@ -88,6 +89,8 @@ class FallbackLoop:
         loop = asyncio.get_running_loop()
         state = _LoopState()
         budget = cfg.time_budget_s
+        died: StreamDied | None = None
+        """A committed stream waiting for a route to continue it (stream.continue_on_failure)."""
         for number in range(cfg.max_attempts):
             deadline = None
             if number >= 2 and budget > 0:
@@ -116,6 +119,7 @@ class FallbackLoop:
                 lease_id=pick.lease_id,
                 trail=state.trail,
                 deadline=deadline,
+                resume=died.resume if died is not None else None,
             )
             started = loop.time()
             booking = _Booking(self, attempt, started)
@@ -123,8 +127,16 @@ class FallbackLoop:
             try:
                 try:
                     outcome = await run_attempt(attempt)
+                except StreamDied as dead:
+                    # Booked like a failure before commit (cooldown, skip); then the next route the
+                    # loop picks continues the answer — never for a pin, which has no other route.
+                    died = dead
+                    if plan.pinned or await self._failed_after_commit(ctx, state, attempt, dead.error, started):
+                        break
+                    continue
                 except UpstreamError as err:
-                    if await self._on_failure(ctx, state, attempt, err, started):
+                    book = self._on_failure if died is None else self._failed_after_commit
+                    if await book(ctx, state, attempt, err, started):
                         break
                     continue
                 except HedgeExpired:
@@ -142,6 +154,8 @@ class FallbackLoop:
                 # before, or another replica would see the request neither leased nor counted.
                 if not booking.settled:
                     await self._store.release_lease(key_scope(route.provider, route.model, key.key_id), pick.lease_id)
+        if died is not None:  # no route could continue it: the in-band error, as without continuation
+            return await died.give_up()
         raise exhausted_after_attempts(
             state.trail,
             state.failures,
@@ -195,6 +209,16 @@ class FallbackLoop:
                 state.breaker_tripped = True
                 return True
         return False
+
+    async def _failed_after_commit(
+        self, ctx: RequestContext, state: _LoopState, attempt: Attempt, err: UpstreamError, started: float
+    ) -> bool:
+        """:meth:`_on_failure` for a stream that died after commit: a fatal class stops the loop (the
+        stream then ends in-band) instead of raising a refusal the client can no longer get."""
+        try:
+            return await self._on_failure(ctx, state, attempt, err, started)
+        except Exhausted:
+            return True
 
     async def _cool_down(self, attempt: Attempt, failure: Failure, scope: str, now: float) -> None:
         cfg = self._settings.fallback

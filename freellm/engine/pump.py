@@ -142,6 +142,7 @@ class StreamPump:
         "_repair",
         "_rescue",
         "_result_calls",
+        "_resumed",
         "_signature",
         "_text_len",
         "_think",
@@ -200,6 +201,16 @@ class StreamPump:
         self._created = 0
         self._upstream_model: str | None = None
         self._result_calls: list[ToolCall] = []
+        self._resumed = False
+
+    def resume(self) -> None:
+        """Start committed, passing text through: this attempt continues an answer the client already
+        has the beginning of (:mod:`freellm.engine.continuation`), so nothing is held and an attempt
+        that adds nothing more is a complete turn, not an empty one."""
+        self.mode = "passthrough"
+        self.committed = True
+        self._resumed = True
+        self._think = None
 
     # -- per chunk ---------------------------------------------------------------------------------
     def feed(self, chunk: Chunk) -> list[Chunk]:
@@ -386,7 +397,7 @@ class StreamPump:
         # Repaired calls whose arguments are still not JSON are dropped: no client can execute them.
         calls = [c for c in self._repair(calls) if _is_json(c.arguments)]
         self._held = held
-        if not held and not self._text_len and not calls:
+        if not held and not self._text_len and not calls and not self._resumed:
             length = self._finish == "length"
             raise UpstreamError(
                 "empty completion" + (" (finish_reason length)" if length else ""),
@@ -465,6 +476,27 @@ class StreamPump:
             created=self._created,
             upstream_model=self._upstream_model,
         )
+
+    @property
+    def model(self) -> str:
+        """The model name this pump puts on the client's chunks."""
+        return self._model
+
+    @property
+    def identity(self) -> tuple[str, int]:
+        """The stream's chunk id and creation time (taken from the first upstream chunk)."""
+        return self._chunk_id, self._created
+
+    @property
+    def sent_text(self) -> str:
+        """The text the client has of this attempt (what a continuation must not repeat)."""
+        return "".join(self._parts)
+
+    @property
+    def can_resume(self) -> bool:
+        """Whether another route could continue this attempt's answer: text was being passed through and
+        no tool call was on its way (half a call cannot be continued by another model)."""
+        return self.mode == "passthrough" and not self._acc
 
     @property
     def output_chars(self) -> int:

@@ -291,6 +291,9 @@ async def log_turn(
         outcome=result,
         extra={**ctx.log_extra(), **(extra or {})},
     )
+    if outcome is not None and outcome.continued_from is not None:
+        row.extra["continued_from"] = outcome.continued_from
+        row.extra["continued_on"] = outcome.attempt.route.label
     if trail:  # the routes that failed on the way: what the routing statistics are seeded from
         row.extra["failed"] = [f"{e.provider}/{e.model}" for e in trail]
     kept = gw.settings.logging

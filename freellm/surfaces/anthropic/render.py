@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 import orjson
 
-from freellm.core.chunks import Chunk, read_chunk
+from freellm.core.chunks import MARKER_KEY, Chunk, read_chunk
 from freellm.core.tokens import estimate_text_tokens
 from freellm.engine.context import TurnOutcome
 from freellm.errors import ClientError, Exhausted
@@ -203,6 +203,8 @@ class MessagesRenderer:
         self._tool_use = False
         self._usage: dict[str, Any] | None = None
         self._out_chars = 0
+        self._continued: Any = None
+        """The finish chunk's continuation marker (stream.continue_on_failure), for ``message_delta``."""
 
     # -- the StreamRenderer protocol ------------------------------------------------------------------
 
@@ -216,6 +218,7 @@ class MessagesRenderer:
                 self._usage = usage
             if finish is not None:
                 self._finish = finish
+                self._continued = chunk.get(MARKER_KEY)
             if delta is None:
                 continue
             reasoning = delta.get("reasoning_content") or delta.get("reasoning")
@@ -256,19 +259,14 @@ class MessagesRenderer:
         usage["output_tokens"] = (
             output_tokens if output_tokens is not None else estimate_text_tokens(self._out_chars)
         )
-        out.append(
-            _frame(
-                "message_delta",
-                {
-                    "type": "message_delta",
-                    "delta": {
-                        "stop_reason": stop_reason(self._finish, self._tool_use),
-                        "stop_sequence": None,
-                    },
-                    "usage": usage,
-                },
-            )
-        )
+        message_delta: dict[str, Any] = {
+            "type": "message_delta",
+            "delta": {"stop_reason": stop_reason(self._finish, self._tool_use), "stop_sequence": None},
+            "usage": usage,
+        }
+        if self._continued is not None:
+            message_delta[MARKER_KEY] = self._continued
+        out.append(_frame("message_delta", message_delta))
         out.append(_frame("message_stop", {"type": "message_stop"}))
         return b"".join(out)
 

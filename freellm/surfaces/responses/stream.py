@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 import orjson
 
-from freellm.core.chunks import Chunk, read_chunk
+from freellm.core.chunks import MARKER_KEY, Chunk, read_chunk
 from freellm.core.tokens import estimate_text_tokens
 from freellm.surfaces.responses.ids import IdFactory, random_id
 from freellm.surfaces.responses.objects import (
@@ -101,6 +101,8 @@ class ResponsesStreamRenderer:
         """Tool-call delta index → its item."""
         self._finish: str | None = None
         self._usage: dict[str, Any] | None = None
+        self._continued: Any = None
+        """The finish chunk's continuation marker (stream.continue_on_failure), for the final object."""
         self._out: list[bytes] = []
         self.final: dict[str, Any] | None = None
 
@@ -151,6 +153,8 @@ class ResponsesStreamRenderer:
                 self._emit("response.output_item.done", output_index=item.index, item=item.snapshot())
         output = [item.snapshot() for item in self._items]
         response = self._shell.build(status, output, usage=self._usage_object(), incomplete_reason=reason)
+        if self._continued is not None:
+            response[MARKER_KEY] = self._continued
         self._finalise("response.completed" if status == "completed" else "response.incomplete", response)
         return self._flush()
 
@@ -189,6 +193,7 @@ class ResponsesStreamRenderer:
                         self._tool_call(pos, call)
         if finish is not None:
             self._finish = finish
+            self._continued = chunk.get(MARKER_KEY)
 
     def _delta(self, kind: Literal["message", "reasoning"], text: str) -> None:
         item = self._open
