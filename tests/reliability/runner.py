@@ -1,0 +1,283 @@
+"""Run one fault profile: a simulator (and, for some profiles, a second one as its own process), a
+gateway on loopback, 64 concurrent clients for a while, then the after-load checks.
+
+The servers run on the harness's background loop; the clients run on their own loop in the calling
+thread, so a slow client never holds up the gateway's loop and the other way round. What is measured
+after the load, within one second: simulator requests still being answered, upstream connections the
+gateway's pool still has checked out, and leases the gateway's store still holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import aiohttp
+
+from freellm.config import Settings
+from freellm.sim import SimServer, start_sim
+from freellm.sim.control import SimControl, SimControlError
+from freellm.sim.keys import SIM_STATE
+from tests.harness import CLIENT_KEY, BackgroundLoop, GatewayServer, free_port, start_gateway
+from tests.reliability.client import CALLS, Result, Verdict, run_call
+from tests.reliability.profiles import FIRST_BYTE_TIMEOUT_S, HEALTHY, STALL_TIMEOUT_S, Profile
+
+__all__ = ["CONCURRENCY", "DRAIN_DEADLINE_S", "Figures", "SimProcess", "bounded", "run_profile"]
+
+CONCURRENCY: Final = 64
+DRAIN_DEADLINE_S: Final = 1.0
+"""The after-load checks must read zero within this long after the last client got its answer."""
+BOUNDED_S: Final = 3.0
+FULL_S: Final = 30.0
+MODEL: Final = "model-x"
+
+
+def bounded() -> float:
+    """Seconds of load per profile: ``FREELLM_RELIABILITY=full`` runs the full form (30 s),
+    ``FREELLM_RELIABILITY_SECONDS=N`` any length, otherwise the bounded form of the normal test run."""
+    seconds = os.environ.get("FREELLM_RELIABILITY_SECONDS")
+    if seconds:
+        return float(seconds)
+    return FULL_S if os.environ.get("FREELLM_RELIABILITY") == "full" else BOUNDED_S
+
+
+@dataclass
+class Figures:
+    """What one profile's run recorded (the row of docs/reliability.md)."""
+
+    profile: str
+    duration_s: float
+    requests: int = 0
+    ok: int = 0
+    in_band: int = 0
+    """Streams that died after the commit point and were ended in-band (expected, not failures)."""
+    client_failures: int = 0
+    hung_up: int = 0
+    """Streams whose client hung up on purpose (``client_hang_up``)."""
+    unterminated: int = 0
+    """Streams that died after the commit point without the surface's in-band error and terminator."""
+    failed_over: int = 0
+    via_flaky: int = 0
+    sim_in_flight: int = 0
+    upstream_checked_out: int = 0
+    leases: int = 0
+    drained_after_s: float | None = None
+    """How long after the load the three counts read zero (None: not within the deadline)."""
+    p50_ms: float = 0.0
+    p99_ms: float = 0.0
+    added_p99_ms: float | None = None
+    req_per_s: float = 0.0
+    examples: list[str] = field(default_factory=list)
+    """A few failure details, for the assertion message."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered) + 0.5) - 1))]
+
+
+def tally(profile: Profile, results: list[Result], duration_s: float) -> Figures:
+    """Count ``results`` into figures; an in-band end counts as a client failure unless the profile's
+    fault can land after the commit point."""
+    fig = Figures(profile.name, duration_s, requests=len(results))
+    for r in results:
+        if r.verdict is Verdict.OK:
+            fig.ok += 1
+        elif r.verdict is Verdict.HUNG_UP:
+            fig.hung_up += 1
+        elif r.verdict is Verdict.IN_BAND and profile.post_commit:
+            fig.in_band += 1
+        elif r.verdict is Verdict.UNTERMINATED:
+            fig.unterminated += 1
+        else:
+            fig.client_failures += 1
+        failure = r.verdict is Verdict.UNTERMINATED or r.verdict is Verdict.FAILED
+        failure = failure or (r.verdict is Verdict.IN_BAND and not profile.post_commit)
+        if failure and len(fig.examples) < 5:
+            fig.examples.append(f"{r.call.surface} stream={r.call.stream} {r.verdict}: {r.detail}")
+        fig.failed_over += r.failed_over
+        fig.via_flaky += r.routed_via.startswith("flaky/")
+    latencies = [r.latency_s * 1000 for r in results]
+    fig.p50_ms = round(_percentile(latencies, 0.50), 1)
+    fig.p99_ms = round(_percentile(latencies, 0.99), 1)
+    fig.req_per_s = round(len(results) / duration_s, 1)
+    return fig
+
+
+class SimProcess:
+    """A simulator in its own process (``python -m freellm.sim``), so a profile can SIGKILL it."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.base_url = f"http://127.0.0.1:{port}"
+        self.control = SimControl(self.base_url, timeout=2.0)
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, ready_within_s: float = 15.0) -> None:
+        """Start it and return once its control API answers (with the suite's healthy default set)."""
+        cmd = [sys.executable, "-m", "freellm.sim", "--port", str(self.port)]
+        self._proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + ready_within_s
+        while True:
+            try:
+                self.control.set_default(HEALTHY)
+                return
+            except (OSError, SimControlError):
+                # Not listening yet: a process start has no event to wait on, so poll briefly.
+                if self._proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the simulator on port {self.port} did not start") from None
+                time.sleep(0.05)
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown, the kernel closes every connection at once."""
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.wait()
+            self._proc = None
+
+    def in_flight(self) -> int:
+        value = self.control.connections()["in_flight"]
+        return int(value or 0)
+
+
+async def _load(
+    base_url: str,
+    duration_s: float,
+    concurrency: int,
+    chaos: Callable[[], Awaitable[None]] | None,
+    hang_up: bool = False,
+) -> list[Result]:
+    """``concurrency`` clients, each sending the next of the eight calls as soon as its last one ended;
+    with ``hang_up`` every other stream is dropped after its first content."""
+    results: list[Result] = []
+    seq = itertools.count()
+    deadline = time.monotonic() + duration_s
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as http:
+
+        async def client() -> None:
+            while time.monotonic() < deadline:
+                i = next(seq)
+                call = CALLS[i % len(CALLS)]
+                drop = hang_up and call.stream and (i // len(CALLS)) % 2 == 0
+                results.append(await run_call(http, base_url, call, marker=f"#{i}", hang_up=drop))
+
+        jobs: list[Awaitable[Any]] = [client() for _ in range(concurrency)]
+        if chaos is not None:
+            jobs.append(chaos())
+        await asyncio.gather(*jobs)
+    return results
+
+
+def _settings(data_dir: Path, providers: dict[str, str]) -> Settings:
+    """A gateway over ``providers`` (name → base URL) in that order, with the local cooldown and the
+    model bench off so every request meets the first route's fault."""
+    return Settings.model_validate(
+        {
+            "auth": {"api_keys": [CLIENT_KEY]},
+            "storage": {"path": str(data_dir)},
+            "server": {"ip_rate_limit_rpm": 0},
+            "providers": [
+                {
+                    "name": name,
+                    "kind": "openai",
+                    "base_url": url,
+                    "keys": [f"{name}-key"],
+                    "models": [{"id": MODEL}],
+                }
+                for name, url in providers.items()
+            ],
+            "chain": [f"{name}/{MODEL}" for name in providers],
+            "fallback": {"cooldown_local_s": 0, "model_bench_failures": 0},
+            "stream": {"stall_timeout_s": STALL_TIMEOUT_S, "first_byte_timeout_s": FIRST_BYTE_TIMEOUT_S},
+        }
+    )
+
+
+async def _gateway_counts(gw: GatewayServer, sim: SimServer) -> tuple[int, int, int]:
+    """Simulator requests in flight, upstream connections checked out of the gateway's pool, leases."""
+    connector = gw.state.session.connector
+    checked_out = 0 if connector is None else len(connector._acquired)
+    return sim.app[SIM_STATE].in_flight, checked_out, await gw.state.store.lease_count()
+
+
+def _drain(fig: Figures, gw: GatewayServer, sim: SimServer, proc: SimProcess | None) -> None:
+    """Poll the three counts until they are all zero or :data:`DRAIN_DEADLINE_S` has passed; record the
+    last reading. Polling is the only way here: nothing signals "the last connection went back"."""
+    start = time.monotonic()
+    while True:
+        in_flight, checked_out, leases = gw.run(_gateway_counts(gw, sim))
+        if proc is not None:
+            in_flight += proc.in_flight()
+        elapsed = time.monotonic() - start
+        fig.sim_in_flight, fig.upstream_checked_out, fig.leases = in_flight, checked_out, leases
+        if in_flight == checked_out == leases == 0:
+            fig.drained_after_s = round(elapsed, 3)
+            return
+        if elapsed >= DRAIN_DEADLINE_S:
+            return
+        time.sleep(0.01)
+
+
+def run_profile(
+    bg: BackgroundLoop, profile: Profile, data_dir: Path, duration_s: float, concurrency: int = CONCURRENCY
+) -> Figures:
+    """Run ``profile`` for ``duration_s`` seconds of load and return its figures."""
+    sim = bg.run(start_sim())
+    proc: SimProcess | None = None
+    try:
+        ctl = SimControl(sim.base_url)
+        ctl.set_default(HEALTHY)
+        providers = {"flaky": sim.provider_url("flaky"), "steady": sim.provider_url("steady")}
+        chaos: Callable[[], Awaitable[None]] | None = None
+        if profile.kind == "baseline":
+            del providers["flaky"]
+            if profile.scenario:
+                ctl.set_default(profile.scenario, provider="steady")
+        elif profile.kind == "scripted":
+            ctl.script("flaky", profile.scenario, times=None)
+        elif profile.kind == "refused":
+            providers["flaky"] = f"http://127.0.0.1:{free_port()}/flaky/v1"
+        else:
+            proc = SimProcess(free_port())
+            proc.start()
+            providers["flaky"] = f"{proc.base_url}/flaky/v1"
+            chaos = _kill_and_restart(proc, duration_s)
+        gw = start_gateway(bg, _settings(data_dir, providers))
+        try:
+            results = asyncio.run(_load(gw.base_url, duration_s, concurrency, chaos, profile.hang_up))
+            fig = tally(profile, results, duration_s)
+            _drain(fig, gw, sim, proc)
+        finally:
+            gw.close()
+    finally:
+        if proc is not None:
+            proc.kill()
+        bg.run(sim.close())
+    return fig
+
+
+def _kill_and_restart(proc: SimProcess, duration_s: float) -> Callable[[], Awaitable[None]]:
+    """The killed-and-restarted fault's schedule: SIGKILL at 1/3 of the load, the restart at 2/3 (the
+    sleeps are the fault's timing, not synchronisation)."""
+
+    async def chaos() -> None:
+        await asyncio.sleep(duration_s / 3)
+        await asyncio.to_thread(proc.kill)
+        await asyncio.sleep(duration_s / 3)
+        await asyncio.to_thread(proc.start)
+
+    return chaos
