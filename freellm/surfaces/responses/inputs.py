@@ -119,6 +119,8 @@ def _content(value: Any, path: str, *, images: bool) -> str | list[dict[str, Any
         if not isinstance(part, dict):
             raise bad_request(ppath, "Input should be an object")
         kind = part.get("type")
+        if kind is not None and not isinstance(kind, str):  # checked first: a list or object is unhashable
+            raise bad_request(f"{ppath}.type", "Input should be a string")
         if kind in _TEXT_PARTS:
             text = part.get("text")
             if not isinstance(text, str):
@@ -139,7 +141,7 @@ def _content(value: Any, path: str, *, images: bool) -> str | list[dict[str, Any
                 code="unsupported_file_input",
                 param=ppath,
             )
-        elif not isinstance(kind, str):
+        elif kind is None:
             raise bad_request(f"{ppath}.type", "Input should be a string")
         # other part types (audio…) are skipped
     if all(p["type"] == "text" for p in parts):

@@ -207,6 +207,8 @@ def _tools(value: Any) -> tuple[list[dict[str, Any]], list[Any]]:
         if not isinstance(tool, dict):
             raise bad_request(path, "Input should be an object")
         kind = tool.get("type")
+        if kind is not None and not isinstance(kind, str):  # checked first: a list or object is unhashable
+            raise bad_request(f"{path}.type", "Input should be a string")
         if kind in _COMPUTER_TOOLS:
             raise ClientError(
                 422,
