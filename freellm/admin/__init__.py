@@ -18,6 +18,7 @@ from freellm.admin import (
     providers,
     requests,
     routing,
+    runtime,
     settings_api,
 )
 
@@ -35,3 +36,4 @@ def register(app: web.Application) -> None:
     chain.register(app)
     settings_api.register(app)
     openapi.register(app)
+    runtime.register(app)

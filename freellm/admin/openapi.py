@@ -31,6 +31,7 @@ _ROUTES: tuple[tuple[str, str, str, str | None], ...] = (
     ("delete", "/admin/cache", "Drop every cache entry", None),
     ("get", "/admin/compression/stats", "Compression counters", None),
     ("post", "/admin/compression/preview", "What compression would do to a chat request", None),
+    ("get", "/admin/runtime", "Asyncio tasks, open fds, RSS, turns, leases and upstream pool connections now", None),
     ("get", "/admin/openapi.json", "This document", None),
 )
 
