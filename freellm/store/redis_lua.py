@@ -33,6 +33,7 @@ __all__ = [
     "PUT_BUDGETED",
     "RECORD_USAGE",
     "RELEASE",
+    "SETTLE",
     "SET_COOLDOWN",
     "USAGE",
 ]
@@ -119,31 +120,50 @@ return usage(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]))
 """
 )
 
+_RECORD_FN: Final = """
+-- Count one request of `tokens` in both windows of usage hash k (second index mi, minute index di).
+local function record(k, now, mi, di, tokens, ttl_ms)
+  local function add(w, idx)
+    local hi = redis.call('HGET', k, w .. 'hi')
+    if hi and tonumber(hi) >= idx then
+      idx = tonumber(hi)  -- a late `now`: folded into the newest bucket (it ages out a little later)
+    else
+      redis.call('HSET', k, w .. 'hi', idx)
+      if not redis.call('HGET', k, w .. 'lo') then redis.call('HSET', k, w .. 'lo', idx) end
+    end
+    redis.call('HINCRBY', k, w .. 'r' .. idx, 1)
+    redis.call('HINCRBY', k, w .. 't' .. idx, tokens)
+    redis.call('HINCRBY', k, w .. 'R', 1)
+    redis.call('HINCRBY', k, w .. 'T', tokens)
+  end
+  prune(k, 'm', 1, 60, now)
+  prune(k, 'd', 60, 86400, now)
+  add('m', mi)
+  add('d', di)
+  redis.call('PEXPIRE', k, ttl_ms)
+end
+"""
+
 RECORD_USAGE: Final = (
     _COMMON
+    + _RECORD_FN
     + """
 -- KEYS: usage hash. ARGV: now, second index, minute index, tokens, ttl_ms.
-local k = KEYS[1]
-local now = tonumber(ARGV[1])
-local tokens = tonumber(ARGV[4])
-local function add(w, idx)
-  local hi = redis.call('HGET', k, w .. 'hi')
-  if hi and tonumber(hi) >= idx then
-    idx = tonumber(hi)  -- a late `now`: folded into the newest bucket (it ages out a little later)
-  else
-    redis.call('HSET', k, w .. 'hi', idx)
-    if not redis.call('HGET', k, w .. 'lo') then redis.call('HSET', k, w .. 'lo', idx) end
-  end
-  redis.call('HINCRBY', k, w .. 'r' .. idx, 1)
-  redis.call('HINCRBY', k, w .. 't' .. idx, tokens)
-  redis.call('HINCRBY', k, w .. 'R', 1)
-  redis.call('HINCRBY', k, w .. 'T', tokens)
-end
-prune(k, 'm', 1, 60, now)
-prune(k, 'd', 60, 86400, now)
-add('m', tonumber(ARGV[2]))
-add('d', tonumber(ARGV[3]))
-redis.call('PEXPIRE', k, ARGV[5])
+record(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5])
+return 1
+"""
+)
+
+SETTLE: Final = (
+    _COMMON
+    + _RECORD_FN
+    + """
+-- A success's booking in one script: count it, clear the failure streaks it ends, release its lease.
+-- KEYS: usage hash, lease hash, lease set, then the event keys to delete (none or more).
+-- ARGV: now, second index, minute index, tokens, ttl_ms, lease id.
+record(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5])
+if #KEYS > 3 then redis.call('DEL', unpack(KEYS, 4)) end
+if redis.call('HDEL', KEYS[2], ARGV[6]) == 1 then redis.call('ZREM', KEYS[3], ARGV[6]) end
 return 1
 """
 )

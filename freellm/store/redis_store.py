@@ -5,7 +5,9 @@ request and token windows, in-flight leases, ladder/bench events, sticky session
 kept in Redis under ``<namespace>:``, each write awaited before the method returns (no write-behind:
 the next turn may land on any replica). The read-decide-write operations are Lua scripts
 (:mod:`freellm.store.redis_lua`), so each is atomic and one round trip; ``acquire_lease_within`` is the
-router's check-and-lease, so two replicas can never both take a key's last slot.
+router's check-and-lease, so two replicas can never both take a key's last slot. Commands go through
+:class:`~freellm.store.redis_link.RedisLink` (redis-py's connections without the client's per-command
+layers: the hot path's client-side cost).
 
 It *is* a :class:`MemoryStore`: the durable-record half (request log, settings, stored responses) is
 never asked of it — :class:`~freellm.store.composite.CompositeStore` sends those elsewhere — and the
@@ -28,29 +30,26 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 import orjson
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.exceptions import AuthenticationError, NoScriptError, RedisError, ResponseError
+from redis.exceptions import AuthenticationError, RedisError, ResponseError
 
 from freellm.store import redis_lua
 from freellm.store.base import CooldownRecord, LeaseAttempt, UsageSnapshot, within_limits
 from freellm.store.memory import DAY_S, MINUTE_S, MemoryStore
+from freellm.store.redis_link import Arg, Command, RedisLink, Script
 
 if TYPE_CHECKING:
-    from redis.commands.core import AsyncScript
-
     from freellm.config import ModelLimits
 
 __all__ = ["RedisHotStore", "RedisStartError", "redact_url"]
 
 log = logging.getLogger("freellm.store")
-
-_T = TypeVar("_T")
 
 _MINUTE_BUCKET_S: Final = 1.0
 _DAY_BUCKET_S: Final = 60.0
@@ -128,32 +127,37 @@ def _snapshot(row: list[int]) -> UsageSnapshot:
 
 
 class _Scripts:
-    """The registered scripts (EVALSHA, re-loaded by redis-py after a server restart)."""
+    """The Lua scripts, by EVALSHA (the link loads one that Redis lost, after a restart)."""
 
-    def __init__(self, client: aioredis.Redis) -> None:
-        reg = client.register_script
-        self.usage: AsyncScript = reg(redis_lua.USAGE)
-        self.record_usage: AsyncScript = reg(redis_lua.RECORD_USAGE)
-        self.acquire: AsyncScript = reg(redis_lua.ACQUIRE)
-        self.acquire_within: AsyncScript = reg(redis_lua.ACQUIRE_WITHIN)
-        self.acquire_route: AsyncScript = reg(redis_lua.ACQUIRE_ROUTE)
-        self.release: AsyncScript = reg(redis_lua.RELEASE)
-        self.lease_count: AsyncScript = reg(redis_lua.LEASE_COUNT)
-        self.set_cooldown: AsyncScript = reg(redis_lua.SET_COOLDOWN)
-        self.active_cooldowns: AsyncScript = reg(redis_lua.ACTIVE_COOLDOWNS)
-        self.events: AsyncScript = reg(redis_lua.EVENTS)
-        self.put_budgeted: AsyncScript = reg(redis_lua.PUT_BUDGETED)
-        self.load_cached: AsyncScript = reg(redis_lua.LOAD_CACHED)
-        self.clear_cached: AsyncScript = reg(redis_lua.CLEAR_CACHED)
+    usage: Final = Script.of(redis_lua.USAGE)
+    record_usage: Final = Script.of(redis_lua.RECORD_USAGE)
+    settle: Final = Script.of(redis_lua.SETTLE)
+    acquire: Final = Script.of(redis_lua.ACQUIRE)
+    acquire_within: Final = Script.of(redis_lua.ACQUIRE_WITHIN)
+    acquire_route: Final = Script.of(redis_lua.ACQUIRE_ROUTE)
+    release: Final = Script.of(redis_lua.RELEASE)
+    lease_count: Final = Script.of(redis_lua.LEASE_COUNT)
+    set_cooldown: Final = Script.of(redis_lua.SET_COOLDOWN)
+    active_cooldowns: Final = Script.of(redis_lua.ACTIVE_COOLDOWNS)
+    events: Final = Script.of(redis_lua.EVENTS)
+    put_budgeted: Final = Script.of(redis_lua.PUT_BUDGETED)
+    load_cached: Final = Script.of(redis_lua.LOAD_CACHED)
+    clear_cached: Final = Script.of(redis_lua.CLEAR_CACHED)
+
+    @classmethod
+    def all(cls) -> list[Script]:
+        return [v for v in vars(cls).values() if isinstance(v, Script)]
+
+
+_S: Final = _Scripts  # (short: every operation below names one)
 
 
 @dataclass(frozen=True, slots=True)
 class _Write:
-    """A write that can join a pipeline: ``build`` adds its commands (returns how many), ``reload``
-    re-runs any whose script Redis had lost, ``local`` is its fallback while Redis is unreachable."""
+    """A write that can join a batch: its ``commands``, and its ``local`` fallback while Redis is
+    unreachable."""
 
-    build: Callable[[Any, _Scripts], int]
-    reload: Callable[[list[Any], _Scripts], Awaitable[None]]
+    commands: tuple[Command, ...]
     local: Callable[[], Awaitable[None]]
 
 
@@ -183,11 +187,14 @@ class RedisHotStore(MemoryStore):
         self._url = url
         self._where = redact_url(url)
         self._p = f"{namespace}:"
+        self._k_leases = self._k("L")
+        self._k_lease_now = self._k("lnow")
+        self._k_cooldowns = self._k("cd")
         self._timeout_s = timeout_ms / 1000
         self._reconnect_first_s = reconnect_first_s
         self._reconnect_max_s = reconnect_max_s
         self._client: aioredis.Redis | None = None
-        self._scripts: _Scripts | None = None
+        self._link: RedisLink | None = None
         self._degraded = False
         self._reconnect: asyncio.Task[None] | None = None
         self._ids: Iterator[int] = itertools.count(1)
@@ -198,9 +205,9 @@ class RedisHotStore(MemoryStore):
         """Local lease id → (scope, Redis lease id) for a lease whose Redis call timed out: Redis may
         have taken it anyway, so it is released there too (now, or once Redis answers again)."""
         self._orphans_done: list[tuple[str, str]] = []
+        """Such Redis leases whose local lease was released while Redis was still away."""
         self._batch: ContextVar[_Batch | None] = ContextVar(f"freellm-redis-batch-{id(self):x}", default=None)
         """The current task's :meth:`batch` (a context variable: concurrent requests batch apart)."""
-        """Such Redis leases whose local lease was released while Redis was still away."""
         self._cache_budget = 0
         """The response cache's entry budget, learned from ``load_cached(limit=max_entries)`` at start-up:
         the entries in Redis are trimmed to it (least recently stored first) — one budget for the fleet."""
@@ -211,26 +218,35 @@ class RedisHotStore(MemoryStore):
         await super().open()
         client = aioredis.from_url(
             self._url,
-            socket_timeout=self._timeout_s,
+            # No per-read/per-write timeout: every call runs under one asyncio.timeout (``_run``); redis-py's
+            # own would only add a task per write and a timer per read (redis_link).
+            socket_timeout=None,
             socket_connect_timeout=self._timeout_s,
             retry=Retry(NoBackoff(), 0),  # a failed call degrades at once; the reconnect task retries
             health_check_interval=0,
         )
         self._client = client
-        self._scripts = _Scripts(client)
+        self._link = RedisLink(client, _S.all())
         try:
             async with asyncio.timeout(self._timeout_s):
                 await client.ping()
         except AuthenticationError:
-            await client.aclose()
-            self._client = None
+            await self._drop_client()
             raise RedisStartError(f"Redis at {self._where} refused the login (storage.redis_url)") from None
         except ResponseError as exc:
-            await client.aclose()
-            self._client = None
+            await self._drop_client()
             raise RedisStartError(f"Redis at {self._where} refused the connection: {exc}") from None
         except _OUTAGE as exc:
             self._degrade(exc)
+
+    async def _drop_client(self) -> None:
+        client, self._client = self._client, None
+        link, self._link = self._link, None
+        if link is not None:
+            await link.close()
+        if client is not None:
+            with contextlib.suppress(*_OUTAGE):
+                await client.aclose()
 
     async def close(self) -> None:
         task, self._reconnect = self._reconnect, None
@@ -238,10 +254,7 @@ class RedisHotStore(MemoryStore):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        client, self._client = self._client, None
-        if client is not None:
-            with contextlib.suppress(*_OUTAGE):
-                await client.aclose()
+        await self._drop_client()
         await super().close()
 
     def health(self) -> dict[str, str]:
@@ -249,17 +262,23 @@ class RedisHotStore(MemoryStore):
         return {"state": "local"} if self._degraded else {}
 
     # -- degradation --------------------------------------------------------------------------------
-    async def _run(self, op: Callable[[aioredis.Redis, _Scripts], Awaitable[_T]]) -> _T | _Local:
-        """``op`` on Redis within ``timeout_ms``, or ``_LOCAL`` when degraded (now or by this failure)."""
-        client, scripts = self._client, self._scripts
-        if self._degraded or client is None or scripts is None:
+    async def _run(self, *commands: Command) -> list[Any] | _Local:
+        """Each command's reply (one round trip, within ``timeout_ms``), or ``_LOCAL`` when degraded
+        (now or by this failure)."""
+        link = self._link
+        if self._degraded or link is None:
             return _LOCAL
         try:
             async with asyncio.timeout(self._timeout_s):
-                return await op(client, scripts)
+                return await link.call(*commands)
         except _OUTAGE as exc:
             self._degrade(exc)
             return _LOCAL
+
+    async def _run1(self, command: Command) -> Any:
+        """One command's reply, or ``_LOCAL`` (see :meth:`_run`)."""
+        replies = await self._run(command)
+        return replies if isinstance(replies, _Local) else replies[0]
 
     def _degrade(self, exc: BaseException) -> None:
         if self._degraded:
@@ -301,72 +320,49 @@ class RedisHotStore(MemoryStore):
     def _k(self, *parts: str) -> str:
         return self._p + ":".join(parts)
 
+    def _event_keys(self, name: str, scope: str) -> tuple[str, str]:
+        """An event log's sorted set and its horizon."""
+        tail = name + "\x1f" + scope
+        return self._p + "e:" + tail, self._p + "eh:" + tail
+
     def _next_id(self) -> str:
         return f"r{self._id_prefix}-{next(self._ids)}"
 
     # -- cooldowns ------------------------------------------------------------------------------------
     async def get_cooldown(self, scope: str, now: float) -> CooldownRecord | None:
-        key = self._k("cd")
-
-        async def op(r: aioredis.Redis, _: _Scripts) -> bytes | None:
-            raw = await r.hget(key, scope)
-            return raw if isinstance(raw, bytes) else None
-
-        raw = await self._run(op)
+        raw = await self._run1(("HGET", self._k_cooldowns, scope))
         if isinstance(raw, _Local):
             return await super().get_cooldown(scope, now)
-        if raw is None:
+        if not isinstance(raw, bytes):
             return None
         record = _cooldown(raw)
         return record if record.until > now else None
 
     async def set_cooldown(self, scope: str, record: CooldownRecord) -> None:
         value = _f(record.until) + " " + orjson.dumps([record.source, record.reason]).decode()
-        key = self._k("cd")
-
-        async def op(_: aioredis.Redis, s: _Scripts) -> object:
-            return await s.set_cooldown(keys=[key], args=[scope, _f(record.until), value])
-
-        if isinstance(await self._run(op), _Local):
+        if isinstance(await self._run(_S.set_cooldown([self._k_cooldowns], [scope, _f(record.until), value])), _Local):
             await super().set_cooldown(scope, record)
 
     async def clear_cooldown(self, scope: str) -> None:
-        key = self._k("cd")
-
-        async def op(r: aioredis.Redis, _: _Scripts) -> object:
-            return await r.hdel(key, scope)
-
-        if isinstance(await self._run(op), _Local):
+        if isinstance(await self._run(("HDEL", self._k_cooldowns, scope)), _Local):
             await super().clear_cooldown(scope)
         else:
             self._cooldowns.pop(scope, None)  # one set while degraded must not come back later
 
     async def active_cooldowns(self, now: float) -> dict[str, CooldownRecord]:
-        key = self._k("cd")
-
-        async def op(_: aioredis.Redis, s: _Scripts) -> list[bytes]:
-            out: list[bytes] = await s.active_cooldowns(keys=[key], args=[_f(now)])
-            return out
-
-        flat = await self._run(op)
+        flat = await self._run1(_S.active_cooldowns([self._k_cooldowns], [_f(now)]))
         if isinstance(flat, _Local):
             return await super().active_cooldowns(now)
         return {_s(flat[i]): _cooldown(flat[i + 1]) for i in range(0, len(flat), 2)}
 
     # -- rate windows ---------------------------------------------------------------------------------
     def _usage_keys(self, scope: str) -> list[str]:
-        return [self._k("u", scope), self._k("l", scope), self._k("L")]
+        return [self._p + "u:" + scope, self._p + "l:" + scope, self._k_leases]
 
     async def usage(self, scope: str, now: float) -> UsageSnapshot:
         if now > self._lease_now:
             self._lease_now = now
-        keys = self._usage_keys(scope)
-
-        async def op(_: aioredis.Redis, s: _Scripts) -> list[int]:
-            row: list[int] = await s.usage(keys=keys, args=[_f(now)])
-            return row
-
-        row = await self._run(op)
+        row = await self._run1(_S.usage(self._usage_keys(scope), [_f(now)]))
         if isinstance(row, _Local):
             return await super().usage(scope, now)
         local = self._leases.get(scope)
@@ -377,21 +373,16 @@ class RedisHotStore(MemoryStore):
         return snap
 
     @staticmethod
-    def _usage_args(tokens: int, now: float) -> list[str | int]:
+    def _usage_args(tokens: int, now: float) -> list[Arg]:
         return [_f(now), int(now // _MINUTE_BUCKET_S), int(now // _DAY_BUCKET_S), int(tokens), _USAGE_TTL_MS]
 
     async def record_usage(self, scope: str, tokens: int, now: float) -> None:
-        key = self._k("u", scope)
-        args = self._usage_args(tokens, now)
-
-        async def op(_: aioredis.Redis, s: _Scripts) -> object:
-            return await s.record_usage(keys=[key], args=args)
-
-        if isinstance(await self._run(op), _Local):
+        command = _S.record_usage([self._k("u", scope)], self._usage_args(tokens, now))
+        if isinstance(await self._run(command), _Local):
             await super().record_usage(scope, tokens, now)
 
     # -- leases ---------------------------------------------------------------------------------------
-    def _lease_args(self, tokens: int, now: float, ttl_s: float) -> tuple[str, list[str | int]]:
+    def _lease_args(self, tokens: int, now: float, ttl_s: float) -> tuple[str, list[Arg]]:
         if now > self._lease_now:
             self._lease_now = now
         lease_id = self._next_id()
@@ -400,13 +391,9 @@ class RedisHotStore(MemoryStore):
 
     async def acquire_lease(self, scope: str, tokens: int, now: float, ttl_s: float) -> str:
         lease_id, args = self._lease_args(tokens, now, ttl_s)
-        keys = [self._k("l", scope), self._k("L"), self._k("lnow")]
-
-        async def op(_: aioredis.Redis, s: _Scripts) -> object:
-            return await s.acquire(keys=keys, args=args)
-
+        keys = [self._k("l", scope), self._k_leases, self._k_lease_now]
         was_degraded = self._degraded
-        if isinstance(await self._run(op), _Local):
+        if isinstance(await self._run(_S.acquire(keys, args)), _Local):
             local = await super().acquire_lease(scope, tokens, now, ttl_s)
             self._maybe_orphaned(was_degraded, local, scope, lease_id)
             return local
@@ -424,17 +411,9 @@ class RedisHotStore(MemoryStore):
                 return None, usage
             return await self.acquire_lease(scope, tokens, now, ttl_s), usage
         lease_id, args = self._lease_args(tokens, now, ttl_s)
-        keys = [*self._usage_keys(scope), self._k("lnow")]
-        limit_args: list[str | int] = [
-            "" if v is None else int(v) for v in (limits.rpm, limits.rpd, limits.tpm, limits.tpd)
-        ]
-
-        async def op(_: aioredis.Redis, s: _Scripts) -> list[int]:
-            row: list[int] = await s.acquire_within(keys=keys, args=[*args, *limit_args])
-            return row
-
+        keys = [*self._usage_keys(scope), self._k_lease_now]
         was_degraded = self._degraded
-        row = await self._run(op)
+        row = await self._run1(_S.acquire_within(keys, [*args, *_limit_args(limits)]))
         if isinstance(row, _Local):
             local, snapshot = await super().acquire_lease_within(scope, tokens, now, ttl_s, limits)
             self._maybe_orphaned(was_degraded, local, scope, lease_id)
@@ -450,17 +429,9 @@ class RedisHotStore(MemoryStore):
         if self._leases.get(scope):  # local leases from an outage: the combined path (see acquire_lease_within)
             return await super().acquire_route_lease(scope, tokens, now, ttl_s, limits, cooling)
         lease_id, args = self._lease_args(tokens, now, ttl_s)
-        keys = [*self._usage_keys(scope), self._k("lnow"), self._k("cd")]
-        limit_args: list[str | int] = [
-            "" if v is None else int(v) for v in (limits.rpm, limits.rpd, limits.tpm, limits.tpd)
-        ]
-
-        async def op(_: aioredis.Redis, s: _Scripts) -> list[Any]:
-            row: list[Any] = await s.acquire_route(keys=keys, args=[*args, *limit_args, *cooling])
-            return row
-
+        keys = [*self._usage_keys(scope), self._k_lease_now, self._k_cooldowns]
         was_degraded = self._degraded
-        row = await self._run(op)
+        row = await self._run1(_S.acquire_route(keys, [*args, *_limit_args(limits), *cooling]))
         if isinstance(row, _Local):
             attempt = await super().acquire_route_lease(scope, tokens, now, ttl_s, limits, cooling)
             self._maybe_orphaned(was_degraded, attempt.lease_id, scope, lease_id)
@@ -478,12 +449,7 @@ class RedisHotStore(MemoryStore):
             self._orphans[local] = (scope, remote)
 
     async def _release_remote(self, scope: str, lease_id: str) -> None:
-        keys = [self._k("l", scope), self._k("L")]
-
-        async def op(_: aioredis.Redis, s: _Scripts) -> object:
-            return await s.release(keys=keys, args=[lease_id])
-
-        if isinstance(await self._run(op), _Local):
+        if isinstance(await self._run(_S.release([self._k("l", scope), self._k_leases], [lease_id])), _Local):
             self._orphans_done.append((scope, lease_id))
 
     async def release_lease(self, scope: str, lease_id: str) -> None:
@@ -497,36 +463,24 @@ class RedisHotStore(MemoryStore):
         await self._release_remote(scope, lease_id)  # unreachable: released once Redis answers (or expires)
 
     async def settle_lease(self, scope: str, lease_id: str, tokens: int, now: float, clear: tuple[str, ...]) -> None:
-        """The usage script, the events' DELs and the release script in one pipeline (in that order),
-        or in the current :meth:`batch`'s."""
+        """One script (count, clear the streaks, release: in that order), or a part of the current
+        :meth:`batch`."""
         local = self._leases.get(scope)
         if local is not None and lease_id in local:  # a lease from an outage: the step-by-step path
             await super().settle_lease(scope, lease_id, tokens, now, clear)
             return
         for name in clear:
             await MemoryStore.clear_events(self, name, scope)
-        usage_key, usage_args = self._k("u", scope), self._usage_args(tokens, now)
-        event_keys = [k for name in clear for k in (self._k("e", name + "\x1f" + scope), self._k("eh", name + "\x1f" + scope))]
-        lease_keys = [self._k("l", scope), self._k("L")]
-
-        def build(pipe: Any, s: _Scripts) -> int:
-            pipe.evalsha(s.record_usage.sha, 1, usage_key, *usage_args)
-            if event_keys:
-                pipe.delete(*event_keys)
-            pipe.evalsha(s.release.sha, len(lease_keys), *lease_keys, lease_id)
-            return 3 if event_keys else 2
-
-        async def reload(replies: list[Any], s: _Scripts) -> None:
-            if isinstance(replies[0], NoScriptError):
-                await s.record_usage(keys=[usage_key], args=usage_args)
-            if isinstance(replies[-1], NoScriptError):
-                await s.release(keys=lease_keys, args=[lease_id])
+        keys = self._usage_keys(scope)
+        for name in clear:
+            keys.extend(self._event_keys(name, scope))
+        command = _S.settle(keys, [*self._usage_args(tokens, now), lease_id])
 
         async def local_fallback() -> None:
             await MemoryStore.record_usage(self, scope, tokens, now)
             self._orphans_done.append((scope, lease_id))  # released in Redis once it answers again
 
-        await self._write(_Write(build, reload, local_fallback))
+        await self._write(_Write((command,), local_fallback))
 
     # -- batched writes --------------------------------------------------------------------------------
     @contextlib.asynccontextmanager
@@ -556,79 +510,39 @@ class RedisHotStore(MemoryStore):
         await self._send([write])
 
     async def _send(self, writes: list[_Write]) -> None:
-        """One pipeline for ``writes`` (EVALSHA by hand: a pipeline holding Script objects first asks
-        SCRIPT EXISTS, a second round trip); a script Redis lost (a restart) is run again on its own,
-        which loads it. Unreachable: each write's local fallback."""
-
-        async def op(r: aioredis.Redis, s: _Scripts) -> object:
-            async with r.pipeline(transaction=False) as pipe:
-                counts = [w.build(pipe, s) for w in writes]
-                replies = await pipe.execute(raise_on_error=False)
-            start = 0
-            for write, n in zip(writes, counts, strict=True):
-                mine = replies[start : start + n]
-                start += n
-                await write.reload(mine, s)
-            for reply in replies:
-                if isinstance(reply, Exception) and not isinstance(reply, NoScriptError):
-                    raise reply
-            return replies
-
-        if isinstance(await self._run(op), _Local):
+        """``writes`` in one round trip; unreachable: each write's local fallback."""
+        if isinstance(await self._run(*[c for w in writes for c in w.commands]), _Local):
             for write in writes:
                 await write.local()
 
     async def lease_count(self) -> int:
-        keys = [self._k("L"), self._k("lnow")]
-        now = self._lease_now
-
-        async def op(_: aioredis.Redis, s: _Scripts) -> int:
-            return int(await s.lease_count(keys=keys, args=[_f(now)]))
-
-        shared = await self._run(op)
+        shared = await self._run1(_S.lease_count([self._k_leases, self._k_lease_now], [_f(self._lease_now)]))
         local = await super().lease_count()
-        return local if isinstance(shared, _Local) else shared + local
+        return local if isinstance(shared, _Local) else int(shared) + local
 
     # -- events ---------------------------------------------------------------------------------------
-    async def _redis_events(
-        self, name: str, scope: str, now: float, window_s: float, member: str
-    ) -> int | _Local:
-        keys = [self._k("e", name + "\x1f" + scope), self._k("eh", name + "\x1f" + scope)]
-
-        async def op(_: aioredis.Redis, s: _Scripts) -> int:
-            return int(await s.events(keys=keys, args=[_f(now), _f(window_s), member, _EVENT_CAP]))
-
-        return await self._run(op)
+    async def _redis_events(self, name: str, scope: str, now: float, window_s: float, member: str) -> Any:
+        keys = self._event_keys(name, scope)
+        return await self._run1(_S.events(keys, [_f(now), _f(window_s), member, _EVENT_CAP]))
 
     async def add_event(self, name: str, scope: str, now: float, window_s: float) -> int:
         n = await self._redis_events(name, scope, now, window_s, f"{_f(now)}:{self._next_id()}")
-        return await super().add_event(name, scope, now, window_s) if isinstance(n, _Local) else n
+        return await super().add_event(name, scope, now, window_s) if isinstance(n, _Local) else int(n)
 
     async def count_events(self, name: str, scope: str, now: float, window_s: float) -> int:
         n = await self._redis_events(name, scope, now, window_s, "")
-        return await super().count_events(name, scope, now, window_s) if isinstance(n, _Local) else n
+        return await super().count_events(name, scope, now, window_s) if isinstance(n, _Local) else int(n)
 
     async def clear_events(self, name: str, scope: str) -> None:
-        keys = [self._k("e", name + "\x1f" + scope), self._k("eh", name + "\x1f" + scope)]
-
-        async def op(r: aioredis.Redis, _: _Scripts) -> object:
-            return await r.delete(*keys)
-
         await super().clear_events(name, scope)
-        await self._run(op)
+        await self._run(("DEL", *self._event_keys(name, scope)))
 
     # -- sessions -------------------------------------------------------------------------------------
     async def get_session(self, key: str, now: float) -> dict[str, Any] | None:
-        name = self._k("s", key)
-
-        async def op(r: aioredis.Redis, _: _Scripts) -> bytes | None:
-            raw = await r.get(name)
-            return raw if isinstance(raw, bytes) else None
-
-        raw = await self._run(op)
+        raw = await self._run1(("GET", self._k("s", key)))
         if isinstance(raw, _Local):
             return await super().get_session(key, now)
-        if raw is None:
+        if not isinstance(raw, bytes):
             return None
         expires_at, doc = _entry(raw)
         return doc if expires_at > now and isinstance(doc, dict) else None
@@ -637,31 +551,19 @@ class RedisHotStore(MemoryStore):
         """One script (or a part of the current :meth:`batch`)."""
         value = _f(expires_at).encode() + b" " + orjson.dumps(doc)
         keys = [self._k("s", key), self._k("S"), self._k("Sseq")]
-        args: list[str | bytes | int] = [key, value, _px(expires_at), max(1, max_sessions), self._k("s", "")]
-
-        def build(pipe: Any, s: _Scripts) -> int:
-            pipe.evalsha(s.put_budgeted.sha, len(keys), *keys, *args)
-            return 1
-
-        async def reload(replies: list[Any], s: _Scripts) -> None:
-            if isinstance(replies[0], NoScriptError):
-                await s.put_budgeted(keys=keys, args=args)
+        command = _S.put_budgeted(keys, [key, value, _px(expires_at), max(1, max_sessions), self._k("s", "")])
 
         async def local_fallback() -> None:
             await MemoryStore.put_session(self, key, doc, expires_at, max_sessions)
 
-        await self._write(_Write(build, reload, local_fallback))
+        await self._write(_Write((command,), local_fallback))
 
     # -- response cache -------------------------------------------------------------------------------
     async def put_cached(self, key: str, doc: dict[str, Any], expires_at: float) -> None:
         value = _f(expires_at).encode() + b" " + orjson.dumps(doc)
         keys = [self._k("c", key), self._k("C"), self._k("Cseq")]
-        args: list[str | bytes | int] = [key, value, _px(expires_at), self._cache_budget, self._k("c", "")]
-
-        async def op(_: aioredis.Redis, s: _Scripts) -> object:
-            return await s.put_budgeted(keys=keys, args=args)
-
-        if isinstance(await self._run(op), _Local):
+        command = _S.put_budgeted(keys, [key, value, _px(expires_at), self._cache_budget, self._k("c", "")])
+        if isinstance(await self._run(command), _Local):
             await super().put_cached(key, doc, expires_at)
 
     async def delete_cached(self, keys: list[str]) -> None:
@@ -669,37 +571,17 @@ class RedisHotStore(MemoryStore):
         if not keys:
             return
         names = [self._k("c", k) for k in keys]
-        order = self._k("C")
-
-        async def op(r: aioredis.Redis, _: _Scripts) -> object:
-            async with r.pipeline(transaction=True) as pipe:
-                pipe.delete(*names)
-                pipe.zrem(order, *keys)
-                return await pipe.execute()
-
-        await self._run(op)
+        await self._run(("MULTI",), ("DEL", *names), ("ZREM", self._k("C"), *keys), ("EXEC",))
 
     async def clear_cached(self) -> None:
         await super().clear_cached()
-        keys = [self._k("C"), self._k("Cseq")]
-        prefix = self._k("c", "")
-
-        async def op(_: aioredis.Redis, s: _Scripts) -> object:
-            return await s.clear_cached(keys=keys, args=[prefix])
-
-        await self._run(op)
+        await self._run(_S.clear_cached([self._k("C"), self._k("Cseq")], [self._k("c", "")]))
 
     async def get_cached(self, key: str, now: float) -> tuple[float, dict[str, Any]] | None:
-        name = self._k("c", key)
-
-        async def op(r: aioredis.Redis, _: _Scripts) -> bytes | None:
-            raw = await r.get(name)
-            return raw if isinstance(raw, bytes) else None
-
-        raw = await self._run(op)
+        raw = await self._run1(("GET", self._k("c", key)))
         if isinstance(raw, _Local):
             return await super().get_cached(key, now)
-        if raw is None:
+        if not isinstance(raw, bytes):
             return None
         expires_at, doc = _entry(raw)
         return (expires_at, doc) if expires_at > now and isinstance(doc, dict) else None
@@ -707,14 +589,8 @@ class RedisHotStore(MemoryStore):
     async def load_cached(self, now: float, limit: int) -> list[tuple[str, float, dict[str, Any]]]:
         if limit > 0:
             self._cache_budget = limit
-        order = self._k("C")
-        prefix = self._k("c", "")
-
-        async def op(_: aioredis.Redis, s: _Scripts) -> list[bytes]:
-            flat: list[bytes] = await s.load_cached(keys=[order], args=[_f(now), int(limit), prefix])
-            return flat
-
-        flat = await self._run(op)
+        command = _S.load_cached([self._k("C")], [_f(now), int(limit), self._k("c", "")])
+        flat = await self._run1(command)
         if isinstance(flat, _Local):
             return await super().load_cached(now, limit)
         out: list[tuple[str, float, dict[str, Any]]] = []
@@ -723,6 +599,11 @@ class RedisHotStore(MemoryStore):
             if isinstance(doc, dict):
                 out.append((_s(flat[i]), expires_at, doc))
         return out
+
+
+def _limit_args(limits: ModelLimits) -> list[Arg]:
+    """rpm, rpd, tpm, tpd as the scripts read them ('' = no limit)."""
+    return ["" if v is None else int(v) for v in (limits.rpm, limits.rpd, limits.tpm, limits.tpd)]
 
 
 def _cooldown(raw: bytes) -> CooldownRecord:

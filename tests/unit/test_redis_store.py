@@ -24,6 +24,7 @@ from freellm.config import ModelLimits
 from freellm.routing.limits import check_limits
 from freellm.store.base import CooldownRecord, StateStore, UsageSnapshot, key_scope, within_limits
 from freellm.store.memory import MemoryStore
+from freellm.store.redis_link import RedisLink, Script
 from freellm.store.redis_store import RedisHotStore, RedisStartError, redact_url
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -766,6 +767,10 @@ async def test_settle_lease_counts_clears_and_releases(hot: MemoryStore) -> None
     assert (usage.requests_minute, usage.tokens_minute, usage.leased_requests) == (1, 40, 0)
     assert await hot.count_events("ladder", A, now, 3600) == 0
     assert await hot.lease_count() == 0
+    lease = await hot.acquire_lease(A, 2, now, 60)
+    await hot.settle_lease(A, lease, 2, now, ())  # no streaks to clear
+    usage = await hot.usage(A, now)
+    assert (usage.requests_minute, usage.tokens_minute, usage.leased_requests) == (2, 42, 0)
 
 
 async def test_settling_a_success_is_one_round_trip(make_redis: Maker) -> None:
@@ -779,7 +784,7 @@ async def test_settling_a_success_is_one_round_trip(make_redis: Maker) -> None:
             await store.settle_lease(A, lease, 5, now, ("ladder", "rate_limit", "empty_length"))
         assert proxy.requests - before == 1
         assert await store.lease_count() == 0 and (await store.usage(A, now)).requests_minute == 2
-        # Redis lost its scripts (a restart): each is run again on its own, counted and released once
+        # Redis lost its scripts (a restart): the script is loaded and run again, counted and released once
         lease = await store.acquire_lease(A, 5, now, 60)
         client = aioredis.from_url(REDIS_URL)
         try:
@@ -825,5 +830,72 @@ async def test_a_batch_sends_its_writes_in_one_round_trip(make_redis: Maker) -> 
             go.set()
             await task
             assert await other.get_session("other-conv", now) == {"route": "q/n"}
+    finally:
+        await proxy.close()
+
+
+# -- the link (redis_link): commands over redis-py's connections ------------------------------------
+
+
+@pytest.fixture
+async def link_to(namespace: str) -> AsyncIterator[Callable[..., RedisLink]]:
+    """RedisLinks on their own clients (closed afterwards)."""
+    clients: list[tuple[aioredis.Redis, RedisLink]] = []
+
+    def make(url: str = REDIS_URL, scripts: tuple[Script, ...] = ()) -> RedisLink:
+        client = aioredis.from_url(url, socket_timeout=None)
+        link = RedisLink(client, scripts)
+        clients.append((client, link))
+        return link
+
+    yield make
+    for client, link in clients:
+        await link.close()
+        await client.aclose()
+
+
+async def test_link_replies_in_order_and_an_error_reply_leaves_the_connection_aligned(
+    link_to: Callable[..., RedisLink], namespace: str
+) -> None:
+    link = link_to()
+    k, text = f"{namespace}:n", f"{namespace}:text"
+    assert await link.call(("SET", k, 1), ("INCR", k), ("GET", k)) == [b"OK", 2, b"2"]
+    with pytest.raises(aioredis.ResponseError):  # raised once every reply is read …
+        await link.call(("SET", text, "x"), ("INCR", text), ("INCR", k))
+    assert await link.call(("GET", k), ("GET", text)) == [b"3", b"x"]  # … so the next call reads its own
+
+
+async def test_link_loads_a_script_redis_does_not_know(link_to: Callable[..., RedisLink], namespace: str) -> None:
+    """EVALSHA of a script Redis never saw (or lost in a restart): SCRIPT LOAD and the command again,
+    in the same call, one more round trip (so it runs after the call's other commands)."""
+    proxy = await RedisProxy().start()
+    try:
+        script = Script.of(f"-- {namespace}\nreturn redis.call('INCRBY', KEYS[1], ARGV[1])")
+        link = link_to(proxy.url, (script,))
+        await link.call(("PING",))
+        before = proxy.requests
+        assert await link.call(script([f"{namespace}:n"], [5]), ("GET", f"{namespace}:n")) == [5, None]
+        assert proxy.requests - before == 2
+        before = proxy.requests
+        assert await link.call(script([f"{namespace}:n"], [1])) == [6]
+        assert proxy.requests - before == 1
+    finally:
+        await proxy.close()
+
+
+async def test_link_call_cut_short_leaves_no_stale_reply(link_to: Callable[..., RedisLink], namespace: str) -> None:
+    """A call its caller's timeout cancels (Redis silent) must not leave its reply for the next call on
+    that connection: the connection is closed and the next call opens a fresh one."""
+    proxy = await RedisProxy().start()
+    try:
+        link = link_to(proxy.url)
+        k = f"{namespace}:n"
+        assert await link.call(("SET", k, "before")) == [b"OK"]
+        proxy.pause()
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.1):
+                await link.call(("GET", k))
+        proxy.resume()
+        assert await link.call(("SET", k, "after"), ("GET", k)) == [b"OK", b"after"]
     finally:
         await proxy.close()
