@@ -118,13 +118,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _soak_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--soak-duration", type=float, default=600.0, help="seconds (default 600)")
-    p.add_argument("--soak-interval", type=float, default=5.0, help="seconds between RSS samples (default 5)")
+    p.add_argument("--soak-duration", type=float, default=1800.0, help="seconds (default 1800)")
+    p.add_argument("--soak-interval", type=float, default=5.0, help="seconds between samples (default 5)")
     p.add_argument(
         "--soak-concurrency", type=int, default=16, help="concurrent client connections (default 16)"
     )
     p.add_argument(
         "--soak-fail-rate", type=float, default=0.2, help="share of requests the flaky provider fails"
+    )
+    p.add_argument(
+        "--soak-hangup-rate",
+        type=float,
+        default=0.1,
+        help="share of streams whose client hangs up after the first frame (default 0.1)",
     )
 
 
@@ -151,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
                 interval=args.soak_interval,
                 concurrency=args.soak_concurrency,
                 fail_rate=args.soak_fail_rate,
+                hangup_rate=args.soak_hangup_rate,
                 chunks=args.chunks,
                 no_pin=args.no_pin,
                 docs=args.docs,

@@ -1,7 +1,9 @@
-"""Soak: mixed streaming and non-stream traffic through freellm with a failing provider; RSS over time.
+"""Soak: mixed traffic through freellm with a failing provider and clients that hang up; RSS, open file
+descriptors, asyncio tasks and store size over time.
 
 freellm routes ``auto`` through the chain ``flaky/model-x`` → ``steady/model-x`` (two virtual providers
-of one simulator). The simulator is scripted (``POST /_sim/script``, ``times: null``, ``match`` on a
+of one simulator). The traffic (:mod:`bench.soak_load`) is chat completions and stored Responses,
+streamed and not; the simulator is scripted (``POST /_sim/script``, ``times: null``, ``match`` on a
 marker in the prompt) so that the share ``--soak-fail-rate`` of requests fails on ``flaky`` in one of
 four ways, in rotation:
 
@@ -9,14 +11,18 @@ four ways, in rotation:
 * ``status429``: HTTP 429 with Retry-After → fails over;
 * ``cut0``: the connection is cut before the first content chunk → fails over;
 * ``cut5``: the connection is cut after 5 content chunks → a stream has already committed, so the client
-  gets freellm's in-band ``stream_error`` frame and ``[DONE]``; a non-stream request fails over.
+  gets freellm's in-band error and terminator; a non-stream request fails over.
+
+and the share ``--soak-hangup-rate`` of the streams is dropped by its client after the first frame.
 
 Cooldowns for a local upstream (``cooldown_local_s``) and the model bench are set to 0 so that every
 marked request really exercises the failure path instead of being routed around it.
 
-Every ``--soak-interval`` seconds the RSS of the freellm process (and any children) is written to a
-CSV with the request counts so far. The summary gives start/end/max RSS after warm-up, the slope, and a
-verdict: flat when the RSS at the end is within max(5 MiB, 5 %) of the RSS after warm-up.
+Every ``--soak-interval`` seconds a CSV row records the freellm process's RSS and open fds (from
+``/proc``), its asyncio tasks, turns, leases and upstream pool (``GET /admin/runtime``, admin key), the
+data directory's size and the request counts. Once the load stops, one more reading checks that no
+lease or upstream connection is left. :mod:`bench.soak_verdict` states the bound of every series and
+gives the verdict.
 """
 
 from __future__ import annotations
@@ -29,8 +35,9 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
@@ -38,24 +45,40 @@ from bench import report
 from bench.loadgen import REPO
 from bench.procs import choose_placement, free_port, raise_priority, rss_bytes
 from bench.runner import base_versions, machine_facts, start_sim
+from bench.soak_load import FAILURES, HANGUP_MARK, HANGUP_SCENARIO, Counters, LoadMix, drive
+from bench.soak_verdict import soak_markdown, summarize
 from bench.stats import new_event_loop
-from bench.targets import CLIENT_KEY, Context, freellm_config, launch_freellm
+from bench.targets import Context, freellm_config, launch_freellm
 
 MIB = 1024 * 1024
-FAILURES = {
-    "status500": {"status": 500, "error_message": "soak: scripted failure"},
-    "status429": {"status": 429, "retry_after": 1},
-    "cut0": {"cut_after": 0},
-    "cut5": {"cut_after": 5},
-}
+ADMIN_KEY = "sk-soak-admin"
+FIELDS = [
+    "elapsed_s",
+    "rss_mib",
+    "open_fds",
+    "asyncio_tasks",
+    "turns_running",
+    "leases",
+    "upstream_checked_out",
+    "upstream_idle",
+    "requests",
+    "ok",
+    "failed_over",
+    "hung_up",
+    "http_errors",
+    "stream_errors",
+    "transport_errors",
+    "data_dir_mib",
+]
 
 
 @dataclass
 class SoakOptions:
-    duration: float = 600.0
+    duration: float = 1800.0
     interval: float = 5.0
     concurrency: int = 16
     fail_rate: float = 0.2
+    hangup_rate: float = 0.1
     chunks: int = 20
     no_pin: bool = False
     docs: str = "auto"
@@ -63,66 +86,45 @@ class SoakOptions:
     results_dir: Path = REPO / "bench" / "results"
 
 
-@dataclass
-class Counters:
-    requests: int = 0
-    ok: int = 0
-    failed_over: int = 0
-    http_errors: int = 0
-    stream_errors: int = 0
-    transport_errors: int = 0
-    marked: int = 0
-    by_status: dict[int, int] = field(default_factory=dict)
+def _open_fds(pid: int) -> int | None:
+    try:
+        return len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return None
 
 
-def _body(i: int, fail_every: int) -> tuple[bytes, bool]:
-    stream = i % 2 == 0
-    text = f"soak request {i}"
-    if fail_every and i % fail_every == 0:
-        # Consecutive marked requests alternate stream/non-stream (when fail_every is odd), so step the
-        # kind every second one: each kind then meets both modes.
-        kinds = list(FAILURES)
-        text += f" [soak-fail-{kinds[(i // fail_every // 2) % len(kinds)]}]"
-    body = {"model": "auto", "stream": stream, "messages": [{"role": "user", "content": text}]}
-    return json.dumps(body).encode(), stream
+def _dir_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.exists() else 0
 
 
-async def _drive(url: str, opts: SoakOptions, counters: Counters, deadline: float) -> None:
-    fail_every = round(1 / opts.fail_rate) if opts.fail_rate > 0 else 0
-    headers = {"Authorization": f"Bearer {CLIENT_KEY}", "Content-Type": "application/json"}
-    seq = iter(range(1, 1 << 62))
-    timeout = aiohttp.ClientTimeout(total=60)
-    async with aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=opts.concurrency), timeout=timeout
-    ) as s:
+async def _runtime(http: aiohttp.ClientSession, base_url: str) -> dict[str, Any]:
+    """``GET /admin/runtime`` (empty when it does not answer: the row then shows blanks)."""
+    try:
+        async with http.get(f"{base_url}/admin/runtime", headers={"x-api-key": ADMIN_KEY}) as resp:
+            if resp.status == 200:
+                data: dict[str, Any] = await resp.json()
+                return data
+    except (TimeoutError, aiohttp.ClientError):
+        pass
+    return {}
 
-        async def worker() -> None:
-            while time.monotonic() < deadline:
-                i = next(seq)
-                body, stream = _body(i, fail_every)
-                if b"[soak-fail-" in body:
-                    counters.marked += 1
-                try:
-                    async with s.post(url, data=body, headers=headers) as resp:
-                        data = await resp.read()
-                        counters.requests += 1
-                        counters.by_status[resp.status] = counters.by_status.get(resp.status, 0) + 1
-                        if resp.headers.get("X-Fallback-Attempts"):
-                            counters.failed_over += 1
-                        if resp.status != 200:
-                            counters.http_errors += 1
-                        elif stream and (b'"error"' in data or not data.rstrip().endswith(b"data: [DONE]")):
-                            counters.stream_errors += 1
-                        else:
-                            counters.ok += 1
-                except (TimeoutError, aiohttp.ClientError):
-                    counters.requests += 1
-                    counters.transport_errors += 1
 
-        await asyncio.gather(*(worker() for _ in range(opts.concurrency)))
+async def _reading(http: aiohttp.ClientSession, base_url: str, pid: int) -> dict[str, Any]:
+    rt = await _runtime(http, base_url)
+    pool = rt.get("upstream_connections") or {}
+    return {
+        "rss_mib": round(rss_bytes(pid) / MIB, 2),
+        "open_fds": _open_fds(pid),
+        "asyncio_tasks": rt.get("asyncio_tasks"),
+        "turns_running": rt.get("turns_running"),
+        "leases": rt.get("leases"),
+        "upstream_checked_out": pool.get("checked_out"),
+        "upstream_idle": pool.get("idle"),
+    }
 
 
 async def _sample(
+    base_url: str,
     pid: int,
     opts: SoakOptions,
     counters: Counters,
@@ -135,115 +137,52 @@ async def _sample(
 ) -> None:
     next_at = start
     last_print = start
-    while True:
-        now = time.monotonic()
-        rss = rss_bytes(pid)
-        disk = sum(f.stat().st_size for f in data_dir.rglob("*") if f.is_file()) if data_dir.exists() else 0
-        row = {
-            "elapsed_s": round(now - start, 1),
-            "rss_mib": round(rss / MIB, 2),
-            "requests": counters.requests,
-            "ok": counters.ok,
-            "failed_over": counters.failed_over,
-            "http_errors": counters.http_errors,
-            "stream_errors": counters.stream_errors,
-            "transport_errors": counters.transport_errors,
-            "data_dir_mib": round(disk / MIB, 2),
-        }
-        rows.append(row)
-        writer.writerow(row)
-        flush()
-        if now - last_print >= 60 or not rows[:-1]:
-            last_print = now
-            print(
-                f"  t={row['elapsed_s']:>6.0f}s  RSS {row['rss_mib']:7.1f} MiB  requests {row['requests']:>8}  "
-                f"failed over {row['failed_over']:>7}  client errors {row['http_errors'] + row['stream_errors'] + row['transport_errors']}",
-                flush=True,
-            )
-        if now >= deadline:
-            return
-        next_at += opts.interval
-        await asyncio.sleep(max(0.0, min(next_at, deadline) - time.monotonic()))
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http:
+        while True:
+            now = time.monotonic()
+            row = {
+                "elapsed_s": round(now - start, 1),
+                **await _reading(http, base_url, pid),
+                "requests": counters.requests,
+                "ok": counters.ok,
+                "failed_over": counters.failed_over,
+                "hung_up": counters.hung_up,
+                "http_errors": counters.http_errors,
+                "stream_errors": counters.stream_errors,
+                "transport_errors": counters.transport_errors,
+                "data_dir_mib": round(_dir_bytes(data_dir) / MIB, 2),
+            }
+            rows.append(row)
+            writer.writerow(row)
+            flush()
+            if now - last_print >= 60 or not rows[:-1]:
+                last_print = now
+                errors = row["http_errors"] + row["stream_errors"] + row["transport_errors"]
+                print(
+                    f"  t={row['elapsed_s']:>6.0f}s  RSS {row['rss_mib']:7.1f} MiB  fds {row['open_fds']}  "
+                    f"tasks {row['asyncio_tasks']}  leases {row['leases']}  requests {row['requests']:>8}  "
+                    f"failed over {row['failed_over']:>7}  hung up {row['hung_up']:>6}  client errors {errors}",
+                    flush=True,
+                )
+            if now >= deadline:
+                return
+            next_at += opts.interval
+            await asyncio.sleep(max(0.0, min(next_at, deadline) - time.monotonic()))
 
 
-def _slope(points: list[tuple[float, float]]) -> float | None:
-    """Least-squares slope (y per x)."""
-    n = len(points)
-    if n < 2:
-        return None
-    mx = sum(p[0] for p in points) / n
-    my = sum(p[1] for p in points) / n
-    den = sum((p[0] - mx) ** 2 for p in points)
-    return None if den == 0 else sum((p[0] - mx) * (p[1] - my) for p in points) / den
-
-
-def summarize(rows: list[dict], duration: float) -> dict:
-    if not rows:
-        raise RuntimeError("the soak recorded no RSS sample")
-    warm = min(60.0, duration * 0.1)
-    after = [r for r in rows if r["elapsed_s"] >= warm] or rows
-    rss = [r["rss_mib"] for r in after]
-    start, end = rss[0], rss[-1]
-    slope_s = _slope([(r["elapsed_s"], r["rss_mib"]) for r in after])
-    half = [
-        r
-        for r in after
-        if r["elapsed_s"] >= after[0]["elapsed_s"] + (after[-1]["elapsed_s"] - after[0]["elapsed_s"]) / 2
-    ]
-    slope_half = _slope([(r["elapsed_s"], r["rss_mib"]) for r in half])
-    tolerance = max(5.0, 0.05 * start)
-    last = rows[-1]
-    return {
-        "warmup_s": warm,
-        "rss_first_mib": rows[0]["rss_mib"],
-        "rss_start_mib": start,
-        "rss_end_mib": end,
-        "rss_max_mib": max(rss),
-        "rss_min_mib": min(rss),
-        "growth_mib": round(end - start, 2),
-        "slope_mib_per_min": None if slope_s is None else round(slope_s * 60, 3),
-        "slope_second_half_mib_per_min": None if slope_half is None else round(slope_half * 60, 3),
-        "tolerance_mib": round(tolerance, 1),
-        "flat": (end - start) <= tolerance,
-        "requests": last["requests"],
-        "ok": last["ok"],
-        "failed_over": last["failed_over"],
-        "http_errors": last["http_errors"],
-        "stream_errors": last["stream_errors"],
-        "transport_errors": last["transport_errors"],
-        "data_dir_mib": last["data_dir_mib"],
-        "req_per_s": round(last["requests"] / max(last["elapsed_s"], 1e-9), 1),
-    }
-
-
-def soak_markdown(meta: dict, s: dict, csv_name: str) -> str:
-    verdict = "**flat**" if s["flat"] else "**growing**"
-    slope = report.DASH if s["slope_mib_per_min"] is None else f"{s['slope_mib_per_min']:+.3f} MiB/min"
-    m = meta["machine"]
-    return (
-        "\n".join(
-            [
-                f"Run {meta['started_at']} with `{meta['command']}`: {meta['duration_s']:g} s, {meta['concurrency']} connections, "
-                f"half streams of {meta['chunks']} chunks, {meta['fail_rate'] * 100:g}% of requests failing on `flaky` "
-                f"(500 / 429 / cut before the first chunk / cut after 5 chunks, in rotation). RSS sampled every "
-                f"{meta['interval_s']:g} s into `bench/results/{csv_name}`.",
-                f"Machine: {m['nproc']} cores ({m['cpu']}); versions: "
-                + ", ".join(f"{k} {v}" for k, v in meta["versions"].items())
-                + f"; placement: {meta['placement']}.",
-                "",
-                "| requests | req/s | failed over | client errors (HTTP / in-band / transport) | RSS at start | after warm-up | end | max | growth | slope | verdict |",
-                "|--:|--:|--:|---|--:|--:|--:|--:|--:|--:|---|",
-                f"| {s['requests']:,} | {s['req_per_s']:,.0f} | {s['failed_over']:,} | {s['http_errors']} / {s['stream_errors']} / "
-                f"{s['transport_errors']} | {s['rss_first_mib']:.1f} MiB | {s['rss_start_mib']:.1f} MiB | {s['rss_end_mib']:.1f} MiB | "
-                f"{s['rss_max_mib']:.1f} MiB | {s['growth_mib']:+.1f} MiB | {slope} | {verdict} "
-                f"(tolerance {s['tolerance_mib']:g} MiB) |",
-                "",
-                f"The data directory (SQLite) held {s['data_dir_mib']:.1f} MiB at the end. In-band errors are the "
-                "expected `cut5` streams (a cut after the commit point cannot be failed over).",
-            ]
-        )
-        + "\n"
-    )
+async def _drained(base_url: str, pid: int, within_s: float = 2.0) -> dict[str, Any]:
+    """The reading once the load stopped: polled until nothing is held (or ``within_s`` passed), since
+    nothing signals "the last lease went back" to a process outside the gateway."""
+    started = time.monotonic()
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http:
+        while True:
+            reading = await _reading(http, base_url, pid)
+            reading["after_s"] = round(time.monotonic() - started, 2)
+            reading["checked_out"] = reading.pop("upstream_checked_out")
+            held = (reading["leases"], reading["checked_out"], reading["turns_running"])
+            if held == (0, 0, 0) or reading["after_s"] >= within_s:
+                return reading
+            await asyncio.sleep(0.05)
 
 
 def run_soak(opts: SoakOptions) -> int:
@@ -257,7 +196,8 @@ def run_soak(opts: SoakOptions) -> int:
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(started))
     csv_path = opts.results_dir / f"soak-{stamp}.csv"
     print(
-        f"soak: {opts.duration:g} s through freellm, RSS every {opts.interval:g} s → {csv_path}", flush=True
+        f"soak: {opts.duration:g} s through freellm, sampled every {opts.interval:g} s → {csv_path}",
+        flush=True,
     )
     print(f"placement: {placement.describe()}", flush=True)
     sim_proc = gw = None
@@ -269,6 +209,8 @@ def run_soak(opts: SoakOptions) -> int:
         ctl = SimControl(sim_base)
         for kind, scenario in FAILURES.items():
             ctl.script("flaky", scenario, match=f"[soak-fail-{kind}]", times=None)
+        for provider in ("flaky", "steady"):
+            ctl.script(provider, HANGUP_SCENARIO, match=HANGUP_MARK, times=None)
         ctx = Context(sim_base, sim_proc, work, placement, 1, install=False)
         port = free_port()
         data_dir = work / "freellm-data"
@@ -289,36 +231,29 @@ def run_soak(opts: SoakOptions) -> int:
                 ],
                 "chain": ["flaky/model-x", "steady/model-x"],
                 "fallback": {"cooldown_local_s": 0, "model_bench_failures": 0},
+                "auth": {"admin_keys": [ADMIN_KEY]},
             },
         )
         gw = launch_freellm(ctx, "freellm-soak", cfg, port)
         gw.wait_ready(f"http://127.0.0.1:{port}/health", 60)
-        url = f"http://127.0.0.1:{port}/v1/chat/completions"
+        base_url = f"http://127.0.0.1:{port}"
         counters = Counters()
+        mix = LoadMix(opts.concurrency, opts.fail_rate, opts.hangup_rate)
+        drained: dict[str, Any] = {}
         with open(csv_path, "w", newline="") as f:
-            writer = csv.DictWriter(
-                f,
-                fieldnames=[
-                    "elapsed_s",
-                    "rss_mib",
-                    "requests",
-                    "ok",
-                    "failed_over",
-                    "http_errors",
-                    "stream_errors",
-                    "transport_errors",
-                    "data_dir_mib",
-                ],
-            )
+            writer = csv.DictWriter(f, fieldnames=FIELDS)
             writer.writeheader()
 
             async def main() -> None:
                 start = time.monotonic()
                 deadline = start + opts.duration
                 await asyncio.gather(
-                    _drive(url, opts, counters, deadline),
-                    _sample(gw.pid, opts, counters, start, deadline, data_dir, writer, f.flush, rows),
+                    drive(base_url, mix, counters, deadline),
+                    _sample(
+                        base_url, gw.pid, opts, counters, start, deadline, data_dir, writer, f.flush, rows
+                    ),
                 )
+                drained.update(await _drained(base_url, gw.pid))
 
             loop = new_event_loop()
             try:
@@ -336,7 +271,7 @@ def run_soak(opts: SoakOptions) -> int:
         shutil.rmtree(logs, ignore_errors=True)
         shutil.copytree(work / "logs", logs, dirs_exist_ok=True)
         shutil.rmtree(work, ignore_errors=True)
-    summary = summarize(rows, opts.duration)
+    summary = summarize(rows, opts.duration, opts.concurrency, drained)
     meta = {
         "command": opts.command,
         "started_at": time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(started)),
@@ -344,6 +279,7 @@ def run_soak(opts: SoakOptions) -> int:
         "interval_s": opts.interval,
         "concurrency": opts.concurrency,
         "fail_rate": opts.fail_rate,
+        "hangup_rate": opts.hangup_rate,
         "chunks": opts.chunks,
         "placement": placement.describe(),
         "priority": priority,
