@@ -20,6 +20,7 @@ from freellm import __version__
 from freellm.cli_db import add_db_parser, check_shared_stores
 from freellm.cli_setup import add_setup_parser
 from freellm.config import ConfigError, Settings, load_settings
+from freellm.server.limits_os import raise_nofile_limit
 from freellm.server.runtime import new_event_loop, tune_gc
 
 __all__ = ["main"]
@@ -91,6 +92,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print(f"client API key: {shown}", flush=True)
     workers = args.workers if args.workers is not None else settings.server.workers
     grace = settings.server.shutdown_grace_s
+    raise_nofile_limit()  # two descriptors per open stream; forked workers inherit the raised limit
 
     def run(index: int | None = None) -> None:
         tune_gc(settings.server.gc_gen0_threshold)
@@ -124,6 +126,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
     from freellm.sim.settings import build_sim_settings
 
     settings = build_sim_settings(args.scenario_file, args.chunks, args.chunk_delay_ms)
+    raise_nofile_limit()  # one descriptor per open stream (the benchmark holds thousands)
     print(f"freellm simulator on http://{args.host}:{args.port}/<provider>/v1", flush=True)
     loop = new_event_loop()
     asyncio.set_event_loop(loop)
