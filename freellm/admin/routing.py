@@ -20,6 +20,18 @@ from freellm.server.state import BASE_HEADERS, GATEWAY, Gateway
 __all__ = ["explain_doc", "register"]
 
 _TRUE = ("1", "true", "yes")
+_FALSE = ("", "0", "false", "no")
+
+
+def _flag(raw: str | None, name: str) -> bool:
+    """A boolean query parameter. Anything but the usual spellings is a 400: ``tools=null`` silently
+    meaning "no tools" would explain a routing the caller did not ask about."""
+    value = (raw or "").strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ClientError(400, f"Invalid request: {name}: Input should be a boolean (true or false)", param=name)
 
 
 def register(app: web.Application) -> None:
@@ -35,8 +47,8 @@ async def explain(request: web.Request) -> web.Response:
         request.app[GATEWAY],
         query.get("model", "auto"),
         profile=query.get("profile") or None,
-        tools=query.get("tools", "").lower() in _TRUE,
-        vision=query.get("vision", "").lower() in _TRUE,
+        tools=_flag(query.get("tools"), "tools"),
+        vision=_flag(query.get("vision"), "vision"),
         tokens=int(tokens_raw) if tokens_raw else None,
     )
     return web.json_response(body, headers=request[BASE_HEADERS])
