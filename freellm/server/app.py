@@ -30,7 +30,7 @@ from freellm.secrets import KeyVault, load_master_key
 from freellm.server import routes
 from freellm.server.auth import ClientKeys
 from freellm.server.auth_limit import AuthFailureLimiter
-from freellm.server.middleware import IPRateLimiter, edge_middleware
+from freellm.server.middleware import IPRateLimiter, edge_middleware, guard_expect_continue
 from freellm.server.protocol_log import ProtocolLogger
 from freellm.server.state import GATEWAY, Gateway
 from freellm.store.factory import store_from_settings
@@ -151,4 +151,5 @@ def create_app(
     app.cleanup_ctx.append(lifecycle)
     app.on_shutdown.append(on_shutdown)
     routes.add_routes(app)
+    guard_expect_continue(app)
     return app

@@ -21,7 +21,7 @@ from freellm.surfaces.gemini_wire.clients import GEMINI_PREFIXES, is_gemini_clie
 from freellm.surfaces.ollama.access import OLLAMA_PREFIX
 from freellm.surfaces.ollama.access import check_access as ollama_access
 
-__all__ = ["REQUEST_ID_MAX", "IPRateLimiter", "edge_middleware", "request_id_of"]
+__all__ = ["REQUEST_ID_MAX", "IPRateLimiter", "edge_middleware", "guard_expect_continue", "request_id_of"]
 
 log = logging.getLogger("freellm.server")
 
@@ -138,6 +138,39 @@ def _auth_refusal(request: web.Request, exc: ClientError) -> ClientError:
     )
 
 
+def _too_large(gw_limit_mb: float) -> ClientError:
+    return ClientError(413, f"Request body too large (limit {gw_limit_mb:g} MB).", code="request_too_large")
+
+
+ExpectHandler = Callable[[web.Request], Awaitable[web.StreamResponse | None]]
+
+
+def guard_expect_continue(app: web.Application) -> None:
+    """Answer ``Expect: 100-continue`` with the 413 itself when the declared length is over the limit.
+
+    aiohttp runs a route's expect handler *before* any middleware and its default one always sends
+    ``100 Continue`` — an invitation to upload a body the edge will refuse (curl asks this way for every
+    body over 1 MB). Each route's handler is wrapped once, at start-up; aiohttp has no public setter for
+    it, so a route without the attribute (a future aiohttp) keeps its own and the edge's 413 still
+    follows, only after the ``100``."""
+    for route in app.router.routes():
+        inner: ExpectHandler | None = getattr(route, "_expect_handler", None)
+        if inner is None:
+            continue
+
+        async def guarded(request: web.Request, inner: ExpectHandler = inner) -> web.StreamResponse | None:
+            gw = request.app[GATEWAY]
+            declared = request.content_length
+            if declared is not None and declared > gw.body_limit:
+                extra = {"X-Request-ID": request_id_of(request.headers.get("X-Request-ID"))}
+                response = error_response(_too_large(gw.settings.server.body_limit_mb), extra, _error_style(request))
+                response.force_close()  # the client holds its body back; nothing more will come on this line
+                return response
+            return await inner(request)
+
+        route._expect_handler = guarded
+
+
 @web.middleware
 async def edge_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     request_id = request_id_of(request.headers.get("X-Request-ID"))
@@ -165,11 +198,7 @@ async def edge_middleware(request: web.Request, handler: Handler) -> web.StreamR
         declared = request.content_length
         if declared is not None and declared > gw.body_limit:
             # Refused on the declared length alone, before a byte of the body is read.
-            raise ClientError(
-                413,
-                f"Request body too large (limit {gw.settings.server.body_limit_mb:g} MB).",
-                code="request_too_large",
-            )
+            raise _too_large(gw.settings.server.body_limit_mb)
         if path.startswith(ADMIN_PREFIX) or path == ADMIN_PREFIX[:-1]:
             _check_admin(request, gw.admin_keys, gw.client_keys)
         elif path.startswith(OLLAMA_PREFIX):
