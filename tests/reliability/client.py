@@ -71,6 +71,8 @@ class Result:
     """``X-Routed-Via``: the provider/model that answered (empty when the gateway sent none)."""
     failed_over: bool = False
     """Whether ``X-Fallback-Attempts`` says an earlier route was tried first."""
+    started_at: float = 0.0
+    """``time.perf_counter()`` when the request was sent."""
 
 
 def _request(call: Call, marker: str) -> tuple[str, bytes]:
@@ -107,7 +109,7 @@ async def run_call(
     via, failed_over = "", False
 
     def done(verdict: Verdict, detail: str) -> Result:
-        return Result(call, verdict, time.perf_counter() - started, detail, via, failed_over)
+        return Result(call, verdict, time.perf_counter() - started, detail, via, failed_over, started)
 
     try:
         async with http.post(

@@ -39,8 +39,15 @@ def _commit() -> str:
 
 
 def _sound(fig: Figures) -> bool:
-    zero = (fig.client_failures, fig.unterminated, fig.sim_in_flight, fig.upstream_checked_out, fig.leases)
-    return zero == (0, 0, 0, 0, 0)
+    zero = (
+        fig.client_failures,
+        fig.unterminated,
+        fig.sim_in_flight,
+        fig.upstream_checked_out,
+        fig.orphan_connections,
+        fig.leases,
+    )
+    return zero == (0, 0, 0, 0, 0, 0)
 
 
 def table(figs: list[Figures], seconds: float) -> str:
@@ -55,19 +62,19 @@ def table(figs: list[Figures], seconds: float) -> str:
         "",
         "| profile | fault on `flaky` | requests | req/s | ok | ended in-band (post-commit) | "
         "client-visible failures | post-commit not in-band | upstream requests open | pool connections "
-        "checked out | leases held | p50 ms | p99 ms | added p99 ms |",
-        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+        "checked out | orphaned connections | leases held | p50 ms | p99 ms | added p99 ms |",
+        "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for f in figs:
         added = "—" if f.added_p99_ms is None else f"{f.added_p99_ms:+,.0f}"
         lines.append(
             f"| `{f.profile}` | {titles[f.profile]} | {f.requests:,} | {f.req_per_s:,.0f} | {f.ok:,} | "
             f"{f.in_band:,} | **{f.client_failures}** | **{f.unterminated}** | **{f.sim_in_flight}** | "
-            f"**{f.upstream_checked_out}** | **{f.leases}** | {f.p50_ms:,.0f} | {f.p99_ms:,.0f} | {added} |"
+            f"**{f.upstream_checked_out}** | **{f.orphan_connections}** | **{f.leases}** | {f.p50_ms:,.0f} | {f.p99_ms:,.0f} | {added} |"
         )
     lines += [
         "",
-        f"Open requests, checked-out connections and leases are read {DRAIN_DEADLINE_S:g} s after the last "
+        f"Open requests, checked-out and orphaned connections and leases are read {DRAIN_DEADLINE_S:g} s after the last "
         "client got its answer (they must be 0; every run read 0 within "
         f"{max((f.drained_after_s or DRAIN_DEADLINE_S) for f in figs) * 1000:.0f} ms). Added p99 is the "
         "profile's p99 minus the baseline's. Verdict: "

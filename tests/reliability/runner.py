@@ -4,7 +4,8 @@ gateway on loopback, 64 concurrent clients for a while, then the after-load chec
 The servers run on the harness's background loop; the clients run on their own loop in the calling
 thread, so a slow client never holds up the gateway's loop and the other way round. What is measured
 after the load, within one second: simulator requests still being answered, upstream connections the
-gateway's pool still has checked out, and leases the gateway's store still holds.
+gateway's pool still has checked out, connections open on the simulator's side that the pool does not
+hold, and leases the gateway's store still holds.
 """
 
 from __future__ import annotations
@@ -66,9 +67,13 @@ class Figures:
     """Streams that died after the commit point without the surface's in-band error and terminator."""
     failed_over: int = 0
     via_flaky: int = 0
+    via_flaky_after_restart: int = 0
+    """``killed_restarted``: answers from ``flaky`` that ended after its restart (recovery)."""
     sim_in_flight: int = 0
     upstream_checked_out: int = 0
     leases: int = 0
+    orphan_connections: int = 0
+    """Connections open on the simulator's side that the gateway's pool does not hold."""
     drained_after_s: float | None = None
     """How long after the load the three counts read zero (None: not within the deadline)."""
     p50_ms: float = 0.0
@@ -90,7 +95,9 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered) + 0.5) - 1))]
 
 
-def tally(profile: Profile, results: list[Result], duration_s: float) -> Figures:
+def tally(
+    profile: Profile, results: list[Result], duration_s: float, restarted_at: float | None = None
+) -> Figures:
     """Count ``results`` into figures; an in-band end counts as a client failure unless the profile's
     fault can land after the commit point."""
     fig = Figures(profile.name, duration_s, requests=len(results))
@@ -110,7 +117,11 @@ def tally(profile: Profile, results: list[Result], duration_s: float) -> Figures
         if failure and len(fig.examples) < 5:
             fig.examples.append(f"{r.call.surface} stream={r.call.stream} {r.verdict}: {r.detail}")
         fig.failed_over += r.failed_over
-        fig.via_flaky += r.routed_via.startswith("flaky/")
+        by_flaky = r.routed_via.startswith("flaky/")
+        fig.via_flaky += by_flaky
+        # Ended after the restart and answered by flaky: the old process was dead by then, so the new one.
+        after = restarted_at is not None and r.started_at + r.latency_s > restarted_at
+        fig.via_flaky_after_restart += by_flaky and after
     latencies = [r.latency_s * 1000 for r in results]
     fig.p50_ms = round(_percentile(latencies, 0.50), 1)
     fig.p99_ms = round(_percentile(latencies, 0.99), 1)
@@ -149,27 +160,41 @@ class SimProcess:
             self._proc.wait()
             self._proc = None
 
-    def in_flight(self) -> int:
-        value = self.control.connections()["in_flight"]
-        return int(value or 0)
+
+@dataclass
+class _Deadline:
+    """When the clients stop sending; a fault's schedule may hold it open and push it back (see
+    :func:`_kill_and_restart`)."""
+
+    at: float
+    held: bool = False
+
+    def passed(self) -> bool:
+        return not self.held and time.monotonic() >= self.at
+
+    def extend(self, seconds: float) -> None:
+        self.at = max(self.at, time.monotonic() + seconds)
+
+
+Chaos = Callable[[_Deadline], Awaitable[None]]
 
 
 async def _load(
     base_url: str,
     duration_s: float,
     concurrency: int,
-    chaos: Callable[[], Awaitable[None]] | None,
+    chaos: Chaos | None,
     hang_up: bool = False,
 ) -> list[Result]:
     """``concurrency`` clients, each sending the next of the eight calls as soon as its last one ended;
     with ``hang_up`` every other stream is dropped after its first content."""
     results: list[Result] = []
     seq = itertools.count()
-    deadline = time.monotonic() + duration_s
+    deadline = _Deadline(time.monotonic() + duration_s)
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as http:
 
         async def client() -> None:
-            while time.monotonic() < deadline:
+            while not deadline.passed():
                 i = next(seq)
                 call = CALLS[i % len(CALLS)]
                 drop = hang_up and call.stream and (i // len(CALLS)) % 2 == 0
@@ -177,7 +202,7 @@ async def _load(
 
         jobs: list[Awaitable[Any]] = [client() for _ in range(concurrency)]
         if chaos is not None:
-            jobs.append(chaos())
+            jobs.append(chaos(deadline))
         await asyncio.gather(*jobs)
     return results
 
@@ -207,24 +232,53 @@ def _settings(data_dir: Path, providers: dict[str, str]) -> Settings:
     )
 
 
-async def _gateway_counts(gw: GatewayServer, sim: SimServer) -> tuple[int, int, int]:
-    """Simulator requests in flight, upstream connections checked out of the gateway's pool, leases."""
+@dataclass(frozen=True, slots=True)
+class _Counts:
+    in_flight: int
+    """Requests the simulator(s) are still answering."""
+    checked_out: int
+    """Connections checked out of the gateway's upstream pool."""
+    leases: int
+    orphans: int
+    """Connections the simulator(s) hold open that the gateway's pool does not know of (neither idle nor
+    checked out): a connection the gateway dropped without closing it."""
+
+    @property
+    def clear(self) -> bool:
+        return self.in_flight == self.checked_out == self.leases == self.orphans == 0
+
+
+async def _gateway_counts(gw: GatewayServer, sim: SimServer) -> tuple[int, int, int, int, int]:
+    """On the servers' loop: the simulator's requests in flight and open connections, the gateway's
+    pool (checked out, total) and the leases its store holds."""
     connector = gw.state.session.connector
     checked_out = 0 if connector is None else len(connector._acquired)
-    return sim.app[SIM_STATE].in_flight, checked_out, await gw.state.store.lease_count()
+    idle = 0 if connector is None else sum(len(q) for q in connector._conns.values())
+    state = sim.app[SIM_STATE]
+    sim_open = 0 if state.transport is None else len(state.transport.connections)
+    leases = await gw.state.store.lease_count()
+    return state.in_flight, sim_open, checked_out, checked_out + idle, leases
+
+
+def _counts(gw: GatewayServer, sim: SimServer, proc: SimProcess | None) -> _Counts:
+    in_flight, sim_open, checked_out, pooled, leases = gw.run(_gateway_counts(gw, sim))
+    if proc is not None:
+        remote = proc.control.connections()
+        in_flight += int(remote["in_flight"] or 0)
+        sim_open += max(0, int(remote["open_connections"] or 0) - 1)  # less the one asking
+    return _Counts(in_flight, checked_out, leases, max(0, sim_open - pooled))
 
 
 def _drain(fig: Figures, gw: GatewayServer, sim: SimServer, proc: SimProcess | None) -> None:
-    """Poll the three counts until they are all zero or :data:`DRAIN_DEADLINE_S` has passed; record the
-    last reading. Polling is the only way here: nothing signals "the last connection went back"."""
+    """Poll the counts until they are all zero or :data:`DRAIN_DEADLINE_S` has passed; record the last
+    reading. Polling is the only way here: nothing signals "the last connection went back"."""
     start = time.monotonic()
     while True:
-        in_flight, checked_out, leases = gw.run(_gateway_counts(gw, sim))
-        if proc is not None:
-            in_flight += proc.in_flight()
+        counts = _counts(gw, sim, proc)
         elapsed = time.monotonic() - start
-        fig.sim_in_flight, fig.upstream_checked_out, fig.leases = in_flight, checked_out, leases
-        if in_flight == checked_out == leases == 0:
+        fig.sim_in_flight, fig.upstream_checked_out = counts.in_flight, counts.checked_out
+        fig.leases, fig.orphan_connections = counts.leases, counts.orphans
+        if counts.clear:
             fig.drained_after_s = round(elapsed, 3)
             return
         if elapsed >= DRAIN_DEADLINE_S:
@@ -242,7 +296,8 @@ def run_profile(
         ctl = SimControl(sim.base_url)
         ctl.set_default(HEALTHY)
         providers = {"flaky": sim.provider_url("flaky"), "steady": sim.provider_url("steady")}
-        chaos: Callable[[], Awaitable[None]] | None = None
+        chaos: Chaos | None = None
+        restarts: list[float] = []
         if profile.kind == "baseline":
             del providers["flaky"]
             if profile.scenario:
@@ -255,11 +310,11 @@ def run_profile(
             proc = SimProcess(free_port())
             proc.start()
             providers["flaky"] = f"{proc.base_url}/flaky/v1"
-            chaos = _kill_and_restart(proc, duration_s)
+            chaos = _kill_and_restart(proc, duration_s, restarts)
         gw = start_gateway(bg, _settings(data_dir, providers))
         try:
             results = asyncio.run(_load(gw.base_url, duration_s, concurrency, chaos, profile.hang_up))
-            fig = tally(profile, results, duration_s)
+            fig = tally(profile, results, duration_s, restarts[0] if restarts else None)
             _drain(fig, gw, sim, proc)
         finally:
             gw.close()
@@ -270,14 +325,22 @@ def run_profile(
     return fig
 
 
-def _kill_and_restart(proc: SimProcess, duration_s: float) -> Callable[[], Awaitable[None]]:
+def _kill_and_restart(proc: SimProcess, duration_s: float, restarts: list[float]) -> Chaos:
     """The killed-and-restarted fault's schedule: SIGKILL at 1/3 of the load, the restart at 2/3 (the
-    sleeps are the fault's timing, not synchronisation)."""
+    sleeps are the fault's timing, not synchronisation). A process takes a while to start on a busy
+    machine, so the load then goes on for at least another third after the restarted process answers,
+    and ``restarts`` gets that moment (``time.perf_counter()``)."""
 
-    async def chaos() -> None:
-        await asyncio.sleep(duration_s / 3)
-        await asyncio.to_thread(proc.kill)
-        await asyncio.sleep(duration_s / 3)
-        await asyncio.to_thread(proc.start)
+    async def chaos(deadline: _Deadline) -> None:
+        deadline.held = True
+        try:
+            await asyncio.sleep(duration_s / 3)
+            await asyncio.to_thread(proc.kill)
+            await asyncio.sleep(duration_s / 3)
+            await asyncio.to_thread(proc.start)
+            restarts.append(time.perf_counter())
+            deadline.extend(max(1.0, duration_s / 3))
+        finally:
+            deadline.held = False
 
     return chaos
