@@ -26,7 +26,6 @@ import itertools
 import logging
 import math
 import secrets
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -41,8 +40,20 @@ from redis.exceptions import AuthenticationError, RedisError, ResponseError
 
 from freellm.store import redis_lua
 from freellm.store.base import CooldownRecord, LeaseAttempt, UsageSnapshot, within_limits
-from freellm.store.memory import DAY_S, MINUTE_S, MemoryStore
+from freellm.store.memory import MemoryStore
 from freellm.store.redis_link import Arg, Command, RedisLink, Script
+from freellm.store.redis_values import (
+    GRACE_MS,
+    cooldown,
+    entry,
+    fnum,
+    limit_args,
+    px,
+    snapshot,
+    text,
+    usage_args,
+    with_leases,
+)
 
 if TYPE_CHECKING:
     from freellm.config import ModelLimits
@@ -51,13 +62,6 @@ __all__ = ["RedisHotStore", "RedisStartError", "redact_url"]
 
 log = logging.getLogger("freellm.store")
 
-_MINUTE_BUCKET_S: Final = 1.0
-_DAY_BUCKET_S: Final = 60.0
-_USAGE_TTL_MS: Final = int((DAY_S + _DAY_BUCKET_S + 60.0) * 1000)
-"""A scope's window hash outlives its newest bucket by the day window plus a bucket (then a margin)."""
-_GRACE_MS: Final = 1000
-"""Redis keeps an entry this much past its logical expiry: reads compare with the caller's ``now``
-(which may lag the server's clock a little), Redis' TTL is only the garbage collector."""
 _EVENT_CAP: Final = 10_000
 _RECONNECT_FIRST_S: Final = 0.5
 _RECONNECT_MAX_S: Final = 10.0
@@ -89,41 +93,6 @@ class _Local:
 
 
 _LOCAL: Final = _Local()
-
-
-def _f(x: float) -> str:
-    """A float as Redis and Lua read it back exactly."""
-    return repr(float(x))
-
-
-def _px(expires_at: float) -> int:
-    """Milliseconds Redis keeps an entry that expires at ``expires_at`` (wall clock, plus the grace)."""
-    return max(0, math.ceil((expires_at - time.time()) * 1000)) + _GRACE_MS
-
-
-def _s(raw: bytes | str) -> str:
-    return raw.decode() if isinstance(raw, bytes) else raw
-
-
-def _entry(raw: bytes) -> tuple[float, Any]:
-    """A stored ``"<expires_at> <json>"`` value."""
-    head, _, body = raw.partition(b" ")
-    return float(head), orjson.loads(body)
-
-
-def _snapshot(row: list[int]) -> UsageSnapshot:
-    """The USAGE script's reply: minute R/T/oldest, day R/T/oldest, leased n/tokens (oldest -1: empty)."""
-    mr, mt, mlo, dr, dt, dlo, n, tok = (int(v) for v in row)
-    return UsageSnapshot(
-        requests_minute=mr,
-        requests_day=dr,
-        tokens_minute=mt,
-        tokens_day=dt,
-        leased_requests=n,
-        leased_tokens=tok,
-        minute_frees_at=None if mlo < 0 else (mlo + 1) * _MINUTE_BUCKET_S + MINUTE_S,
-        day_frees_at=None if dlo < 0 else (dlo + 1) * _DAY_BUCKET_S + DAY_S,
-    )
 
 
 class _Scripts:
@@ -335,12 +304,12 @@ class RedisHotStore(MemoryStore):
             return await super().get_cooldown(scope, now)
         if not isinstance(raw, bytes):
             return None
-        record = _cooldown(raw)
+        record = cooldown(raw)
         return record if record.until > now else None
 
     async def set_cooldown(self, scope: str, record: CooldownRecord) -> None:
-        value = _f(record.until) + " " + orjson.dumps([record.source, record.reason]).decode()
-        if isinstance(await self._run(_S.set_cooldown([self._k_cooldowns], [scope, _f(record.until), value])), _Local):
+        value = fnum(record.until) + " " + orjson.dumps([record.source, record.reason]).decode()
+        if isinstance(await self._run(_S.set_cooldown([self._k_cooldowns], [scope, fnum(record.until), value])), _Local):
             await super().set_cooldown(scope, record)
 
     async def clear_cooldown(self, scope: str) -> None:
@@ -350,10 +319,10 @@ class RedisHotStore(MemoryStore):
             self._cooldowns.pop(scope, None)  # one set while degraded must not come back later
 
     async def active_cooldowns(self, now: float) -> dict[str, CooldownRecord]:
-        flat = await self._run1(_S.active_cooldowns([self._k_cooldowns], [_f(now)]))
+        flat = await self._run1(_S.active_cooldowns([self._k_cooldowns], [fnum(now)]))
         if isinstance(flat, _Local):
             return await super().active_cooldowns(now)
-        return {_s(flat[i]): _cooldown(flat[i + 1]) for i in range(0, len(flat), 2)}
+        return {text(flat[i]): cooldown(flat[i + 1]) for i in range(0, len(flat), 2)}
 
     # -- rate windows ---------------------------------------------------------------------------------
     def _usage_keys(self, scope: str) -> list[str]:
@@ -362,22 +331,18 @@ class RedisHotStore(MemoryStore):
     async def usage(self, scope: str, now: float) -> UsageSnapshot:
         if now > self._lease_now:
             self._lease_now = now
-        row = await self._run1(_S.usage(self._usage_keys(scope), [_f(now)]))
+        row = await self._run1(_S.usage(self._usage_keys(scope), [fnum(now)]))
         if isinstance(row, _Local):
             return await super().usage(scope, now)
         local = self._leases.get(scope)
-        snap = _snapshot(row)
+        snap = snapshot(row)
         if local:  # leases taken while degraded still count until they are released
             extra = await super().usage(scope, now)
-            snap = _with_leases(snap, extra.leased_requests, extra.leased_tokens)
+            snap = with_leases(snap, extra.leased_requests, extra.leased_tokens)
         return snap
 
-    @staticmethod
-    def _usage_args(tokens: int, now: float) -> list[Arg]:
-        return [_f(now), int(now // _MINUTE_BUCKET_S), int(now // _DAY_BUCKET_S), int(tokens), _USAGE_TTL_MS]
-
     async def record_usage(self, scope: str, tokens: int, now: float) -> None:
-        command = _S.record_usage([self._k("u", scope)], self._usage_args(tokens, now))
+        command = _S.record_usage([self._k("u", scope)], usage_args(tokens, now))
         if isinstance(await self._run(command), _Local):
             await super().record_usage(scope, tokens, now)
 
@@ -386,8 +351,8 @@ class RedisHotStore(MemoryStore):
         if now > self._lease_now:
             self._lease_now = now
         lease_id = self._next_id()
-        ttl_ms = max(1, math.ceil(ttl_s * 1000)) + _GRACE_MS
-        return lease_id, [_f(now), lease_id, _f(now + ttl_s), int(tokens), ttl_ms]
+        ttl_ms = max(1, math.ceil(ttl_s * 1000)) + GRACE_MS
+        return lease_id, [fnum(now), lease_id, fnum(now + ttl_s), int(tokens), ttl_ms]
 
     async def acquire_lease(self, scope: str, tokens: int, now: float, ttl_s: float) -> str:
         lease_id, args = self._lease_args(tokens, now, ttl_s)
@@ -413,12 +378,12 @@ class RedisHotStore(MemoryStore):
         lease_id, args = self._lease_args(tokens, now, ttl_s)
         keys = [*self._usage_keys(scope), self._k_lease_now]
         was_degraded = self._degraded
-        row = await self._run1(_S.acquire_within(keys, [*args, *_limit_args(limits)]))
+        row = await self._run1(_S.acquire_within(keys, [*args, *limit_args(limits)]))
         if isinstance(row, _Local):
-            local, snapshot = await super().acquire_lease_within(scope, tokens, now, ttl_s, limits)
+            local, local_usage = await super().acquire_lease_within(scope, tokens, now, ttl_s, limits)
             self._maybe_orphaned(was_degraded, local, scope, lease_id)
-            return local, snapshot
-        usage = _snapshot(row[1:])
+            return local, local_usage
+        usage = snapshot(row[1:])
         return (lease_id if int(row[0]) else None), usage
 
     async def acquire_route_lease(
@@ -431,15 +396,15 @@ class RedisHotStore(MemoryStore):
         lease_id, args = self._lease_args(tokens, now, ttl_s)
         keys = [*self._usage_keys(scope), self._k_lease_now, self._k_cooldowns]
         was_degraded = self._degraded
-        row = await self._run1(_S.acquire_route(keys, [*args, *_limit_args(limits), *cooling]))
+        row = await self._run1(_S.acquire_route(keys, [*args, *limit_args(limits), *cooling]))
         if isinstance(row, _Local):
             attempt = await super().acquire_route_lease(scope, tokens, now, ttl_s, limits, cooling)
             self._maybe_orphaned(was_degraded, attempt.lease_id, scope, lease_id)
             return attempt
         blocked = int(row[1])
         if blocked:
-            return LeaseAttempt(None, UsageSnapshot(), (cooling[blocked - 1], _cooldown(row[2])))
-        usage = _snapshot(row[3:])
+            return LeaseAttempt(None, UsageSnapshot(), (cooling[blocked - 1], cooldown(row[2])))
+        usage = snapshot(row[3:])
         return LeaseAttempt(lease_id if int(row[0]) else None, usage)
 
     def _maybe_orphaned(self, was_degraded: bool, local: str | None, scope: str, remote: str) -> None:
@@ -474,7 +439,7 @@ class RedisHotStore(MemoryStore):
         keys = self._usage_keys(scope)
         for name in clear:
             keys.extend(self._event_keys(name, scope))
-        command = _S.settle(keys, [*self._usage_args(tokens, now), lease_id])
+        command = _S.settle(keys, [*usage_args(tokens, now), lease_id])
 
         async def local_fallback() -> None:
             await MemoryStore.record_usage(self, scope, tokens, now)
@@ -516,17 +481,17 @@ class RedisHotStore(MemoryStore):
                 await write.local()
 
     async def lease_count(self) -> int:
-        shared = await self._run1(_S.lease_count([self._k_leases, self._k_lease_now], [_f(self._lease_now)]))
+        shared = await self._run1(_S.lease_count([self._k_leases, self._k_lease_now], [fnum(self._lease_now)]))
         local = await super().lease_count()
         return local if isinstance(shared, _Local) else int(shared) + local
 
     # -- events ---------------------------------------------------------------------------------------
     async def _redis_events(self, name: str, scope: str, now: float, window_s: float, member: str) -> Any:
         keys = self._event_keys(name, scope)
-        return await self._run1(_S.events(keys, [_f(now), _f(window_s), member, _EVENT_CAP]))
+        return await self._run1(_S.events(keys, [fnum(now), fnum(window_s), member, _EVENT_CAP]))
 
     async def add_event(self, name: str, scope: str, now: float, window_s: float) -> int:
-        n = await self._redis_events(name, scope, now, window_s, f"{_f(now)}:{self._next_id()}")
+        n = await self._redis_events(name, scope, now, window_s, f"{fnum(now)}:{self._next_id()}")
         return await super().add_event(name, scope, now, window_s) if isinstance(n, _Local) else int(n)
 
     async def count_events(self, name: str, scope: str, now: float, window_s: float) -> int:
@@ -544,14 +509,14 @@ class RedisHotStore(MemoryStore):
             return await super().get_session(key, now)
         if not isinstance(raw, bytes):
             return None
-        expires_at, doc = _entry(raw)
+        expires_at, doc = entry(raw)
         return doc if expires_at > now and isinstance(doc, dict) else None
 
     async def put_session(self, key: str, doc: dict[str, Any], expires_at: float, max_sessions: int) -> None:
         """One script (or a part of the current :meth:`batch`)."""
-        value = _f(expires_at).encode() + b" " + orjson.dumps(doc)
+        value = fnum(expires_at).encode() + b" " + orjson.dumps(doc)
         keys = [self._k("s", key), self._k("S"), self._k("Sseq")]
-        command = _S.put_budgeted(keys, [key, value, _px(expires_at), max(1, max_sessions), self._k("s", "")])
+        command = _S.put_budgeted(keys, [key, value, px(expires_at), max(1, max_sessions), self._k("s", "")])
 
         async def local_fallback() -> None:
             await MemoryStore.put_session(self, key, doc, expires_at, max_sessions)
@@ -560,9 +525,9 @@ class RedisHotStore(MemoryStore):
 
     # -- response cache -------------------------------------------------------------------------------
     async def put_cached(self, key: str, doc: dict[str, Any], expires_at: float) -> None:
-        value = _f(expires_at).encode() + b" " + orjson.dumps(doc)
+        value = fnum(expires_at).encode() + b" " + orjson.dumps(doc)
         keys = [self._k("c", key), self._k("C"), self._k("Cseq")]
-        command = _S.put_budgeted(keys, [key, value, _px(expires_at), self._cache_budget, self._k("c", "")])
+        command = _S.put_budgeted(keys, [key, value, px(expires_at), self._cache_budget, self._k("c", "")])
         if isinstance(await self._run(command), _Local):
             await super().put_cached(key, doc, expires_at)
 
@@ -583,43 +548,19 @@ class RedisHotStore(MemoryStore):
             return await super().get_cached(key, now)
         if not isinstance(raw, bytes):
             return None
-        expires_at, doc = _entry(raw)
+        expires_at, doc = entry(raw)
         return (expires_at, doc) if expires_at > now and isinstance(doc, dict) else None
 
     async def load_cached(self, now: float, limit: int) -> list[tuple[str, float, dict[str, Any]]]:
         if limit > 0:
             self._cache_budget = limit
-        command = _S.load_cached([self._k("C")], [_f(now), int(limit), self._k("c", "")])
+        command = _S.load_cached([self._k("C")], [fnum(now), int(limit), self._k("c", "")])
         flat = await self._run1(command)
         if isinstance(flat, _Local):
             return await super().load_cached(now, limit)
         out: list[tuple[str, float, dict[str, Any]]] = []
         for i in range(len(flat) - 2, -1, -2):  # newest first from Redis: least recently stored first here
-            expires_at, doc = _entry(flat[i + 1])
+            expires_at, doc = entry(flat[i + 1])
             if isinstance(doc, dict):
-                out.append((_s(flat[i]), expires_at, doc))
+                out.append((text(flat[i]), expires_at, doc))
         return out
-
-
-def _limit_args(limits: ModelLimits) -> list[Arg]:
-    """rpm, rpd, tpm, tpd as the scripts read them ('' = no limit)."""
-    return ["" if v is None else int(v) for v in (limits.rpm, limits.rpd, limits.tpm, limits.tpd)]
-
-
-def _cooldown(raw: bytes) -> CooldownRecord:
-    until, data = _entry(raw)
-    source, reason = data
-    return CooldownRecord(until=until, source=str(source), reason=str(reason))
-
-
-def _with_leases(snap: UsageSnapshot, requests: int, tokens: int) -> UsageSnapshot:
-    return UsageSnapshot(
-        requests_minute=snap.requests_minute,
-        requests_day=snap.requests_day,
-        tokens_minute=snap.tokens_minute,
-        tokens_day=snap.tokens_day,
-        leased_requests=snap.leased_requests + requests,
-        leased_tokens=snap.leased_tokens + tokens,
-        minute_frees_at=snap.minute_frees_at,
-        day_frees_at=snap.day_frees_at,
-    )
