@@ -7,9 +7,11 @@ import shlex
 import sys
 from pathlib import Path
 
-from bench.targets import ALL_TARGETS, DEFAULT_REDIS_URL, DEFAULT_TARGETS
+from bench.targets import ALL_TARGETS, DEFAULT_REDIS_URL, DEFAULT_TARGETS, FEATURE_TARGETS
 
 DEFAULT_CONCURRENCY = [1, 16, 64]
+FEATURES_CONCURRENCY = [1, 64]
+"""``--features``: CPU per request is what its table compares, and c=16 adds little to c=1 and c=64."""
 
 
 def _int_list(text: str) -> list[int]:
@@ -61,7 +63,9 @@ def build_parser() -> argparse.ArgumentParser:
         default="local",
         help="redis: also measure freellm with its hot state in Redis (the freellm-redis row)",
     )
-    run.add_argument("--redis-url", default=DEFAULT_REDIS_URL, help=f"for --state redis (default {DEFAULT_REDIS_URL})")
+    run.add_argument(
+        "--redis-url", default=DEFAULT_REDIS_URL, help=f"for --state redis (default {DEFAULT_REDIS_URL})"
+    )
     run.add_argument(
         "--loadgen", choices=["auto", "wrk", "python"], default="auto", help="auto: wrk if installed"
     )
@@ -99,6 +103,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="update docs/benchmarks.md: auto = only for a full default run",
     )
     run.add_argument(
+        "--features",
+        action="store_true",
+        help="the features preset: one freellm row per feature on, then all together (docs: features table)",
+    )
+    run.add_argument(
         "--soak", action="store_true", help="run the soak instead (same as `python -m bench soak`)"
     )
     _soak_args(run)
@@ -110,6 +119,10 @@ def build_parser() -> argparse.ArgumentParser:
     soak.add_argument("--docs", choices=["auto", "always", "never"], default="auto")
     soak.add_argument("--chunks", type=int, default=20)
 
+    from bench import compare, slow
+
+    slow.add_parser(sub)
+    compare.add_parser(sub)
     inst = sub.add_parser(
         "install-peers", help="install LiteLLM and Portkey under bench/ (run does it on demand)"
     )
@@ -148,6 +161,10 @@ def main(argv: list[str] | None = None) -> int:
     command = "python -m bench " + " ".join(shlex.quote(a) for a in raw)
     if args.command == "install-peers":
         return _install_peers(args.only)
+    if args.command in ("slow-streams", "compare"):
+        from bench import compare, slow
+
+        return slow.main(args, command) if args.command == "slow-streams" else compare.main(args)
     if args.command == "soak" or args.soak:
         from bench import soak
 
@@ -169,10 +186,11 @@ def main(argv: list[str] | None = None) -> int:
 
     duration = args.duration if args.duration is not None else (2.0 if args.quick else 10.0)
     warmup = args.warmup if args.warmup is not None else (0.5 if args.quick else 1.0)
+    default_c = FEATURES_CONCURRENCY if args.features else DEFAULT_CONCURRENCY
     full = (
         args.only is None
         and args.modes is None
-        and args.concurrency in (None, DEFAULT_CONCURRENCY)
+        and args.concurrency in (None, default_c)
         and not args.quick
         and args.duration in (None, 10.0)
         and args.loadgen != "python"
@@ -184,8 +202,11 @@ def main(argv: list[str] | None = None) -> int:
     opts = Options(
         duration=duration,
         warmup=warmup,
-        concurrency=args.concurrency or list(DEFAULT_CONCURRENCY),
-        targets=_with_state(args.only or list(DEFAULT_TARGETS), args.state),
+        concurrency=args.concurrency or list(default_c),
+        targets=_with_state(
+            args.only or list(FEATURE_TARGETS if args.features else DEFAULT_TARGETS), args.state
+        ),
+        preset="features" if args.features else "default",
         redis_url=args.redis_url,
         modes=args.modes or ["non-stream", "stream"],
         chunks=args.chunks,

@@ -8,6 +8,8 @@ from bench.targets import ALL_TARGETS, LABELS
 
 BEGIN = "<!-- bench:results:begin -->"
 END = "<!-- bench:results:end -->"
+FEATURES_BEGIN = "<!-- bench:features:begin -->"
+FEATURES_END = "<!-- bench:features:end -->"
 SOAK_BEGIN = "<!-- bench:soak:begin -->"
 SOAK_END = "<!-- bench:soak:end -->"
 
@@ -89,7 +91,127 @@ def derive(results: dict) -> dict:
         goal(f"req/s vs floor, {mode}, c={maxc}", row and row["vs_floor"], GOAL_VS_FLOOR, True, TIMES)
     t = results["targets"].get("freellm") or {}
     goal("idle RSS per worker", t.get("idle_rss_mb"), GOAL_IDLE_RSS_MB, False, "MiB")
-    return {"ratios": ratios, "goals": goals, "cache": cache_ratios(results)}
+    features, feature_goals = feature_rows(results)
+    return {
+        "ratios": ratios,
+        "goals": goals,
+        "cache": cache_ratios(results),
+        "features": features,
+        "feature_goals": feature_goals,
+    }
+
+
+# Issue 17, part 2: features turned on, against the default row.
+GOAL_ALL_CPU_RATIO = 1.3
+"""Everything on together (``freellm-all``): CPU per request at most this many times the default row's."""
+GOAL_HIT_RPS_RATIO = 2.0
+"""Cache hits (``freellm-cache-hit``): at least this many times the default row's req/s."""
+
+FEATURES = (
+    ("freellm-cache-miss", "(a) cache on, every request a miss", "freellm"),
+    ("freellm-cache-hit", "(b) cache on, every request a hit", "freellm"),
+    ("freellm-balanced", "(c) `balanced` over 4 routes", "freellm"),
+    ("freellm-session-profile", "(d) `X-Session-Id` + a profile's system prompt", "freellm"),
+    ("freellm-no-metrics", "(e) `/metrics` off (the default row has it on)", "freellm"),
+    ("freellm-redis", "(f) hot state in Redis", "freellm"),
+    ("freellm-transcript", "(g) baseline: 20k-token transcript, compression off", "freellm"),
+    ("freellm-transcript-lossless", "(g) 20k-token transcript, `lossless`", "freellm-transcript"),
+    ("freellm-all-local", "(h) without Redis: (a) (c) (d) (e: on) and `lossless`", "freellm"),
+    ("freellm-all", "(h) everything on: (a) (c) (d) (e: on) (f) and `lossless`", "freellm"),
+)
+"""(target, what is on, the row it is compared with)."""
+
+
+def cpu_us_per_request(cell: dict) -> float | None:
+    """The server's CPU time per completed request: its CPU % of one core over the cell ÷ req/s."""
+    pct, rps = cell.get("server_cpu_pct"), cell.get("rps")
+    if pct is None or not rps:
+        return None
+    return round(float(pct) / 100.0 / float(rps) * 1e6, 1)
+
+
+def feature_rows(results: dict) -> tuple[list[dict], list[dict]]:
+    """Per feature row and cell: req/s, CPU µs per request, and both against the row it is compared
+    with; then the issue's two goals, per mode and concurrency measured."""
+    rows: list[dict] = []
+    base_cells = {name: _cells(results, name) for name in {"freellm", "freellm-transcript"}}
+    for name, base_name in [("freellm", None), *((n, b) for n, _, b in FEATURES)]:
+        cells = _cells(results, name)
+        for key in sorted(cells, key=lambda k: (k[0] != "non-stream", k[1])):
+            cell = cells[key]
+            cpu = cpu_us_per_request(cell)
+            base = base_cells.get(base_name or "", {}).get(key) if base_name else None
+            base_cpu = cpu_us_per_request(base) if base else None
+            rows.append(
+                {
+                    "target": name,
+                    "mode": key[0],
+                    "c": key[1],
+                    "rps": cell.get("rps"),
+                    "cpu_us": cpu,
+                    "vs": base_name,
+                    "cpu_ratio": _div(cpu, base_cpu),
+                    "rps_ratio": _div(cell.get("rps"), base.get("rps") if base else None),
+                    "noisy": (cell.get("foreign_cpu_pct") or 0) > NOISY_PCT,
+                }
+            )
+    goals: list[dict] = []
+    for r in rows:
+        if r["target"] == "freellm-all" and r["cpu_ratio"] is not None:
+            goals.append(
+                {
+                    "goal": "(h) everything on: CPU µs per request ÷ default",
+                    "mode": r["mode"],
+                    "c": r["c"],
+                    "value": r["cpu_ratio"],
+                    "target": GOAL_ALL_CPU_RATIO,
+                    "higher": False,
+                    "met": r["cpu_ratio"] <= GOAL_ALL_CPU_RATIO,
+                }
+            )
+        if r["target"] == "freellm-cache-hit" and r["rps_ratio"] is not None:
+            goals.append(
+                {
+                    "goal": "(b) cache hit: req/s ÷ default",
+                    "mode": r["mode"],
+                    "c": r["c"],
+                    "value": r["rps_ratio"],
+                    "target": GOAL_HIT_RPS_RATIO,
+                    "higher": True,
+                    "met": r["rps_ratio"] >= GOAL_HIT_RPS_RATIO,
+                }
+            )
+    goals.sort(key=lambda g: (not g["goal"].startswith("(b)"), g["mode"] != "non-stream", g["c"]))
+    return rows, goals
+
+
+def features_markdown(derived: dict) -> list[str]:
+    """The features table and the two goals' verdicts (empty when no feature row was measured)."""
+    rows = derived.get("features") or []
+    if not any(r["target"] != "freellm" for r in rows):
+        return []
+    what = {n: w for n, w, _ in FEATURES}
+    lines = [
+        "",
+        "| features: row | on | mode | c | req/s | CPU µs per request | compared with | CPU ÷ | req/s ÷ |",
+        "|---|---|---|--:|--:|--:|---|--:|--:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {LABELS[r['target']]} | {what.get(r['target'], 'defaults (metrics on, sessions on)')} | "
+            f"{r['mode']} | {r['c']} | {_rps(r['rps'])}{' †' if r['noisy'] else ''} | {_num(r['cpu_us'])} | "
+            f"{LABELS[r['vs']] if r['vs'] else ''} | {_ratio(r['cpu_ratio'])} | {_ratio(r['rps_ratio'])} |"
+        )
+    goals = derived.get("feature_goals") or []
+    if goals:
+        lines += ["", "| issue 17 goal | mode | c | measured | goal | met |", "|---|---|--:|--:|--:|---|"]
+        for g in goals:
+            op = "≥" if g["higher"] else "≤"
+            lines.append(
+                f"| {g['goal']} | {g['mode']} | {g['c']} | {_ratio(g['value'])} | {op} {g['target']:g}{TIMES} | "
+                f"{'yes' if g['met'] else '**no**'} |"
+            )
+    return lines
 
 
 def cache_ratios(results: dict) -> list[dict]:
@@ -131,7 +253,7 @@ def cache_surprise(name: str, stats: dict | None) -> str | None:
     """What contradicts the row's intent: a hit on the miss row, or more misses than the hit row's checks."""
     if not stats or "error" in stats:
         return None
-    if name == "freellm-cache-miss" and stats.get("hits"):
+    if name in ("freellm-cache-miss", "freellm-all", "freellm-all-local") and stats.get("hits"):
         return f"{stats['hits']} hit(s) on the row meant to miss every time"
     if name == "freellm-cache-hit" and (stats.get("misses") or 0) > 2:
         return f"{stats['misses']} misses on the row meant to hit (2 expected: one per mode)"
@@ -270,7 +392,8 @@ def markdown(results: dict) -> str:
             f"{_num(t.get('peak_rss_mb'))} | {_num(t.get('startup_s'))} | {status} |"
         )
     d = results.get("derived") or {}
-    if d.get("ratios"):
+    features_run = meta.get("preset") == "features"
+    if d.get("ratios") and not features_run:
         lines += [
             "",
             "| freellm req/s ÷ | mode | c | LiteLLM | Portkey | floor |",
@@ -292,7 +415,8 @@ def markdown(results: dict) -> str:
                 f"{_rps(r['freellm_rps'])} | {_ratio(r['hit_vs_miss'])} | {_ratio(r['hit_vs_freellm'])} | "
                 f"{_ratio(r['miss_vs_freellm'])} |"
             )
-    if d.get("goals"):
+    lines += features_markdown(d)
+    if d.get("goals") and not features_run:
         lines += ["", "| issue 3 target | measured | goal | met |", "|---|--:|--:|---|"]
         for g in d["goals"]:
             op = "≥" if g["higher"] else "≤"

@@ -78,11 +78,21 @@ class Options:
     """The ``freellm-redis`` row's server."""
     full: bool = True
     """Default targets, modes, concurrencies and durations: only such a run updates the docs by default."""
+    preset: str = "default"
+    """``features`` (``--features``): its docs section is the features table's, between its own markers."""
 
 
-def chat_body(stream: bool, varied: bool = False) -> bytes:
+def chat_body(stream: bool, varied: bool = False, body: str = "default") -> bytes:
     """The one request body of a cell; ``varied``: with :data:`~bench.stats.VARY` at the end of the user
-    message, which the load generators replace with a string unique to each request."""
+    message, which the load generators replace with a string unique to each request. ``body="transcript"``:
+    the ~20k-token agent transcript of :mod:`bench.transcript` instead of one short user message."""
+    if body == "transcript":
+        from bench import transcript
+
+        messages = transcript.messages()
+        return json.dumps(
+            {"model": MODEL, "messages": messages, "stream": stream}, separators=(",", ":")
+        ).encode()
     content = f"{PROMPT} #{VARY}" if varied else PROMPT
     return json.dumps(
         {"model": MODEL, "messages": [{"role": "user", "content": content}], "stream": stream},
@@ -145,12 +155,16 @@ def sanity(target: Running, stream: bool, chunks: int) -> str | None:
     ``HIT`` with ``X-Routed-Via: cache`` on the second of two identical requests, with the very bytes of
     the first (``freellm-cache-hit``).
     """
-    next_body = body_source(chat_body(stream, target.varied))
+    next_body = body_source(chat_body(stream, target.varied, target.body))
     got = _post(target, next_body())
     if isinstance(got, str):
         return got
     data, headers = got
     problem = _complete(data, stream, chunks)
+    if not problem and target.compressed:
+        said = headers.get("x-freellm-compress", "")
+        if not said.startswith("lossless") or said.endswith("saved~=0"):
+            problem = f"X-FreeLLM-Compress: {said or '(absent)'} (want lossless with tokens saved)"
     if problem or target.cache is None:
         return problem
     first = headers.get("x-freellm-cache")
@@ -210,7 +224,9 @@ def run_cell(
 ) -> dict[str, object]:
     stream = mode == "stream"
     req = Request(
-        target.url, chat_body(stream, target.varied), {"Content-Type": "application/json", **target.headers}
+        target.url,
+        chat_body(stream, target.varied, target.body),
+        {"Content-Type": "application/json", **target.headers},
     )
     cell: dict[str, object] = {"mode": mode, "c": c}
     load_cores = placement.load
@@ -496,6 +512,7 @@ def run(opts: Options) -> dict[str, object]:
             },
             "work_dir": str(work),
             "loadavg_at_start": _loadavg(),
+            "preset": opts.preset,
         },
         "targets": {},
     }
@@ -503,7 +520,14 @@ def run(opts: Options) -> dict[str, object]:
     try:
         sim_proc, sim_base = start_sim(work, placement, opts.chunks, opts.chunk_delay_ms)
         ctx = Context(
-            sim_base, sim_proc, work, placement, opts.workers, opts.install, opts.portkey_version, opts.redis_url
+            sim_base,
+            sim_proc,
+            work,
+            placement,
+            opts.workers,
+            opts.install,
+            opts.portkey_version,
+            opts.redis_url,
         )
         for name in ALL_TARGETS:
             if name not in opts.targets:
@@ -534,7 +558,12 @@ def run(opts: Options) -> dict[str, object]:
             f"\n(docs not updated: {'--docs never' if opts.docs == 'never' else 'partial run; pass --docs always'})"
         )
     else:
-        report.update_docs(opts.docs_path, report.BEGIN, report.END, report.markdown(results))
+        begin, end = (
+            (report.FEATURES_BEGIN, report.FEATURES_END)
+            if opts.preset == "features"
+            else (report.BEGIN, report.END)
+        )
+        report.update_docs(opts.docs_path, begin, end, report.markdown(results))
         print(f"\nupdated {opts.docs_path}")
     logs = opts.results_dir / "logs"
     shutil.rmtree(logs, ignore_errors=True)

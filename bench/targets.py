@@ -14,6 +14,7 @@ the key, misses, goes upstream and stores its answer — and, past ``max_entries
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import sys
@@ -45,11 +46,46 @@ ALL_TARGETS = (
     "freellm-balanced",
     "freellm-no-metrics",
     "freellm-redis",
+    "freellm-session-profile",
+    "freellm-transcript",
+    "freellm-transcript-lossless",
+    "freellm-all-local",
+    "freellm-all",
     "portkey",
     "litellm",
 )
-DEFAULT_TARGETS = tuple(t for t in ALL_TARGETS if t != "freellm-redis")
+FEATURE_ONLY = (
+    "freellm-session-profile",
+    "freellm-transcript",
+    "freellm-transcript-lossless",
+    "freellm-all-local",
+    "freellm-all",
+)
+"""Rows only the features preset (``--features``) measures by default (issue 17, part 2)."""
+DEFAULT_TARGETS = tuple(t for t in ALL_TARGETS if t != "freellm-redis" and t not in FEATURE_ONLY)
 """What a run measures unless ``--only``/``--state`` say otherwise (the Redis row needs a Redis server)."""
+FEATURE_TARGETS = (
+    "direct",
+    "freellm",
+    "freellm-cache-miss",
+    "freellm-cache-hit",
+    "freellm-balanced",
+    "freellm-session-profile",
+    "freellm-no-metrics",
+    "freellm-redis",
+    "freellm-transcript",
+    "freellm-transcript-lossless",
+    "freellm-all-local",
+    "freellm-all",
+)
+"""``python -m bench run --features``: the default row and one row per feature turned on, then all of
+them together; ``freellm-no-metrics`` is the A/B pair of ``freellm`` (whose metrics are on)."""
+REDIS_TARGETS = ("freellm-redis", "freellm-all")
+SESSION_ID = "bench-conversation-1"
+"""The ``X-Session-Id`` of the session rows: one conversation, so every request after the first finds
+its sticky route and records it again."""
+PROFILE = "bench"
+PROFILE_PROMPT = "Answer briefly, in plain English, and name the file you are talking about."
 DEFAULT_REDIS_URL = "redis://127.0.0.1:6379/0"
 GATEWAYS = tuple(t for t in ALL_TARGETS if t != "direct")
 """Every target that is a proxy in front of the simulator."""
@@ -66,6 +102,11 @@ LABELS = {
     "freellm-balanced": f"freellm, balanced routing ({BALANCED_ROUTES} routes)",
     "freellm-no-metrics": "freellm, metrics off",
     "freellm-redis": "freellm, hot state in Redis",
+    "freellm-session-profile": "freellm, session + profile",
+    "freellm-transcript": "freellm, 20k-token transcript",
+    "freellm-transcript-lossless": "freellm, 20k-token transcript, lossless",
+    "freellm-all-local": "freellm, everything on but Redis",
+    "freellm-all": "freellm, everything on",
     "portkey": "Portkey gateway",
     "litellm": "LiteLLM proxy",
 }
@@ -111,6 +152,10 @@ class Running:
     """``/admin/cache/stats`` of a cache row (read with :data:`ADMIN_KEY`)."""
     cleanup: Callable[[], None] | None = None
     """Run after the process stopped (the Redis row deletes its namespace)."""
+    body: str = "default"
+    """Which request body: ``default`` (one short user message) or ``transcript`` (bench/transcript.py)."""
+    compressed: bool = False
+    """The pre-measurement check wants ``X-FreeLLM-Compress: lossless; saved~=N`` with N > 0."""
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -196,17 +241,49 @@ def launch_freellm(ctx: Context, name: str, cfg: dict, port: int) -> Proc:
     return proc
 
 
+def feature_extra(ctx: Context, name: str, namespace: str) -> dict | None:
+    """The configuration a row adds to plain freellm's (None: plain freellm)."""
+    cache = {"cache": {"enabled": True}, "auth": {"admin_keys": [ADMIN_KEY]}}
+    redis = {"storage": {"redis_url": ctx.redis_url, "namespace": namespace}}
+    profile = {
+        "auth": {"api_keys": [{"key": CLIENT_KEY, "profile": PROFILE}]},
+        "profiles": {PROFILE: {"system_prompt": PROFILE_PROMPT}},
+    }
+    lossless = {"compression": {"mode": "lossless"}}
+    if name in CACHE_TARGETS:
+        return cache
+    if name == "freellm-balanced":
+        return balanced_extra(ctx)
+    if name == "freellm-no-metrics":  # the A/B row: plain freellm counts every request for /metrics
+        return {"metrics": {"enabled": False}}
+    if name == "freellm-redis":  # the same gateway with its hot state in Redis (issue 14's row)
+        return redis
+    if name == "freellm-session-profile":  # sticky sessions are on by default; the header names one
+        return profile
+    if name == "freellm-transcript-lossless":
+        return lossless
+    if name in ("freellm-all", "freellm-all-local"):
+        # Every feature at once, on the default body: the cache misses and stores (a varied body: a hit
+        # would skip the rest), balanced over four routes, a profile's prompt, sticky sessions, metrics
+        # (on by default), compression, and (freellm-all) the hot state in Redis.
+        out: dict = {
+            **balanced_extra(ctx),
+            **lossless,
+            "cache": {"enabled": True},
+            "profiles": profile["profiles"],
+        }
+        out["auth"] = {"api_keys": profile["auth"]["api_keys"], "admin_keys": [ADMIN_KEY]}
+        if name == "freellm-all":
+            out.update(redis)
+        return out
+    return None
+
+
 def start_freellm(ctx: Context, name: str = "freellm") -> Running:
     port = free_port()
-    cached = name in CACHE_TARGETS
-    extra: dict | None = {"cache": {"enabled": True}, "auth": {"admin_keys": [ADMIN_KEY]}} if cached else None
-    if name == "freellm-balanced":
-        extra = balanced_extra(ctx)
-    if name == "freellm-no-metrics":  # the A/B row: plain freellm counts every request for /metrics
-        extra = {"metrics": {"enabled": False}}
     namespace = f"bench_{os.getpid()}_{port}"
-    if name == "freellm-redis":  # the same gateway with its hot state in Redis (issue 14's row)
-        extra = {"storage": {"redis_url": ctx.redis_url, "namespace": namespace}}
+    extra = feature_extra(ctx, name, namespace)
+    cached = name in CACHE_TARGETS or name in ("freellm-all", "freellm-all-local")
     cfg = freellm_config(ctx, port, ctx.work / f"{name}-data", extra)
     proc = launch_freellm(ctx, name, cfg, port)
     try:
@@ -217,18 +294,30 @@ def start_freellm(ctx: Context, name: str = "freellm") -> Running:
     note = ""
     if ctx.workers > 1:
         note = f"config asks server.workers={ctx.workers}; freellm serve honours it only once multi-worker serving lands"
+    headers = {"Authorization": f"Bearer {CLIENT_KEY}"}
+    if name in ("freellm-session-profile", "freellm-all", "freellm-all-local"):
+        headers["X-Session-Id"] = SESSION_ID
+    everything = name in ("freellm-all", "freellm-all-local")
     return Running(
         name=name,
         url=f"http://127.0.0.1:{port}/v1/chat/completions",
-        headers={"Authorization": f"Bearer {CLIENT_KEY}"},
+        headers=headers,
         version=freellm_version(),
         proc=proc,
         startup_s=took,
         note=note,
-        varied=name == "freellm-cache-miss",
-        cache={"freellm": "off", "freellm-cache-hit": "HIT", "freellm-cache-miss": "MISS"}.get(name),
+        varied=name == "freellm-cache-miss" or everything,
+        cache={
+            "freellm": "off",
+            "freellm-cache-hit": "HIT",
+            "freellm-cache-miss": "MISS",
+            "freellm-all": "MISS",
+            "freellm-all-local": "MISS",
+        }.get(name),
         admin_url=f"http://127.0.0.1:{port}/admin/cache/stats" if cached else None,
-        cleanup=(lambda: drop_redis_namespace(ctx.redis_url, namespace)) if name == "freellm-redis" else None,
+        cleanup=(lambda: drop_redis_namespace(ctx.redis_url, namespace)) if name in REDIS_TARGETS else None,
+        body="transcript" if name.startswith("freellm-transcript") else "default",
+        compressed=name == "freellm-transcript-lossless",
     )
 
 
@@ -246,7 +335,11 @@ def balanced_extra(ctx: Context) -> dict:
         }
         for n in names
     ]
-    return {"providers": providers, "chain": [f"{n}/{MODEL}" for n in names], "routing": {"strategy": "balanced"}}
+    return {
+        "providers": providers,
+        "chain": [f"{n}/{MODEL}" for n in names],
+        "routing": {"strategy": "balanced"},
+    }
 
 
 def start_freellm_balanced(ctx: Context) -> Running:
@@ -419,6 +512,7 @@ LAUNCHERS: dict[str, Callable[[Context], Running]] = {
     "freellm-balanced": start_freellm_balanced,
     "freellm-no-metrics": start_freellm_no_metrics,
     "freellm-redis": start_freellm_redis,
+    **{name: functools.partial(start_freellm, name=name) for name in FEATURE_ONLY},
     "portkey": start_portkey,
     "litellm": start_litellm,
 }
