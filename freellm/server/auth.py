@@ -37,7 +37,7 @@ class ClientKeys:
         return self._secrets
 
     def match(self, candidate: str) -> Client | None:
-        given = candidate.encode()
+        given = _key_bytes(candidate)
         found = -1
         for i, key in enumerate(self._secrets):
             if hmac.compare_digest(given, key):
@@ -67,8 +67,15 @@ def extract_admin_key(request: web.Request) -> str | None:
 
 def key_matches(candidate: str, keys: list[bytes]) -> bool:
     """Constant-time comparison against every configured key (no early exit on a match)."""
-    given = candidate.encode()
+    given = _key_bytes(candidate)
     ok = False
     for key in keys:
         ok |= hmac.compare_digest(given, key)
     return ok
+
+
+def _key_bytes(candidate: str) -> bytes:
+    """A presented key as bytes to compare. A header that is not UTF-8 reaches us with its bytes as
+    surrogate escapes, which a plain ``encode()`` refuses (a 500): ``surrogatepass`` turns them into
+    bytes no configured key has, so such a key is simply wrong (401)."""
+    return candidate.encode("utf-8", "surrogatepass")
