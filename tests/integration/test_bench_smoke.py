@@ -93,3 +93,96 @@ def test_bench_runs_end_to_end(tmp_path: Path, loadgen: str) -> None:
         assert re.fullmatch(r"[\d,]+( †)?", req_per_s), row
     cache_rows = [ln for ln in table.splitlines() if ln.startswith("| | ") and ln.count("\u00d7") == 3]
     assert len(cache_rows) == 2, table  # hit ÷ miss, hit ÷ freellm, miss ÷ freellm for each mode
+
+
+def _bench(args: list[str], timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    cmd = [sys.executable, "-m", "bench", *args]
+    proc = subprocess.run(
+        cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    assert proc.returncode == 0, (
+        f"bench failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    )
+    return proc
+
+
+def test_features_preset_produces_numbers(tmp_path: Path) -> None:
+    """``run --features`` on a few of its rows (no Redis needed): CPU µs per request and ratios to the
+    default row come out as numbers, and the lossless row really compressed (its pre-measurement check)."""
+    rows = ("direct", "freellm", "freellm-transcript", "freellm-transcript-lossless", "freellm-all-local")
+    _bench(
+        [
+            "run",
+            "--features",
+            "--only",
+            ",".join(rows),
+            "--concurrency",
+            "1",
+            "--duration",
+            "1",
+            "--warmup",
+            "0",
+            "--probe-rate",
+            "5",
+            "--no-install",
+            "--docs",
+            "never",
+            "--results-dir",
+            str(tmp_path),
+        ]
+    )
+    data = json.loads((tmp_path / "latest.json").read_text())
+    assert data["meta"]["preset"] == "features"
+    for name in rows:
+        assert data["targets"][name]["status"] == "ok", data["targets"][name]
+    features = data["derived"]["features"]
+    got = {(r["target"], r["mode"]) for r in features}
+    assert ("freellm-transcript-lossless", "stream") in got and ("freellm-all-local", "non-stream") in got
+    for r in features:
+        assert r["cpu_us"] and r["cpu_us"] > 0, r
+        if r["target"] != "freellm":
+            assert r["cpu_ratio"] and r["rps_ratio"], r
+    assert (
+        data["targets"]["freellm-all-local"]["cache_stats"]["hits"] == 0
+    )  # a varied body: every request misses
+    table = (tmp_path / "latest.md").read_text()
+    assert "| features: row |" in table and "issue 3 target" not in table
+
+
+def test_slow_streams_produce_numbers(tmp_path: Path) -> None:
+    """``slow-streams`` on a tiny point: streams held, gaps, TTFB, RSS and fds measured, no errors."""
+    _bench(
+        [
+            "slow-streams",
+            "--only",
+            "direct,freellm",
+            "--streams",
+            "40",
+            "--gap-ms",
+            "20",
+            "--tokens",
+            "30",
+            "--hold",
+            "1.5",
+            "--ramp",
+            "200",
+            "--no-install",
+            "--docs",
+            "never",
+            "--results-dir",
+            str(tmp_path),
+        ]
+    )
+    data = json.loads((tmp_path / "slow-latest.json").read_text())
+    rows = {r["target"]: r for r in data["rows"]}
+    for name in ("direct", "freellm"):
+        r = rows[name]
+        assert r["status"] == "ok", r
+        assert r["open_min"] > 0 and r["frames"] > 0 and r["gap_p50_ms"] is not None, r
+        assert r["ttfb_p50_ms"] is not None and r["fds_open"] > r["idle_fds"], r
+        assert r["rss_open_mib"] > 0 and r["errors"] == 0, r
+    assert rows["freellm"]["nofile"] and not rows["freellm"]["nofile"].startswith(
+        "1024/"
+    )  # it raised its limit
+    assert "| target | streams |" in (tmp_path / "slow-latest.md").read_text()
