@@ -25,7 +25,8 @@ through the app's HTTP session before the request, bounded by what a request may
 at most ``image_max_count`` URLs per request, each at most ``image_max_bytes``, all within
 ``image_fetch_timeout_s``; only ``http``/``https``; only hosts whose every address is public (loopback,
 private, link-local, carrier-grade NAT, multicast and reserved addresses are refused, so a client cannot
-make the gateway read its own network — ``allow_private_image_hosts`` lifts that for trusted setups);
+make the gateway read its own network — ``allow_private_image_hosts`` lifts that for trusted setups; the
+rule is the gateway's one SSRF guard, :mod:`freellm.net.ssrf` ``Reach.PUBLIC``, docs/security.md);
 redirects are followed by hand (at most 3), each hop checked again; the answer must be an image. A URL
 that fails any of this is skipped (the model sees the rest of the message); the reason is logged at
 debug level. Residual risk: the address check and the connection resolve the name separately, so a

@@ -54,18 +54,15 @@ class IPRateLimiter:
         return count <= self.limit, max(0, self.limit - count), reset
 
 
-_query_key_warned = False
-
-
 def _query_key(request: web.Request) -> str | None:
     """Gemini clients may send the key as ``?key=`` (Google's convention); accepted on the Gemini paths
-    only, with a one-time warning (a key in a URL ends up in proxy and access logs)."""
-    global _query_key_warned
+    only, with a one-time warning per app (a key in a URL ends up in proxy and access logs)."""
     key = request.query.get("key")
     if not key or not query_key_allowed(request.path):
         return None
-    if not _query_key_warned:
-        _query_key_warned = True
+    gw = request.app[GATEWAY]
+    if not gw.query_key_warned:
+        gw.query_key_warned = True
         log.warning("a client sent its API key in the URL (?key=); prefer the x-goog-api-key header")
     return key
 

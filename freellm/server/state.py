@@ -61,6 +61,8 @@ class Gateway:
     that is on (they share :attr:`session`)."""
     admin_keys: list[bytes] = field(default_factory=list)
     """``auth.admin_keys``: the only keys the ``/admin/`` routes accept (none: every one is a 404)."""
+    query_key_warned: bool = False
+    """A client's ``?key=`` was warned about (once per app, not once per process: two apps, two warnings)."""
     shutting_down: bool = False
     turns: set[asyncio.Task[Any]] = field(default_factory=set)
     """Handler tasks running a turn, so a shutdown can end them when its grace runs out."""
