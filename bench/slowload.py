@@ -293,9 +293,14 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
         if delay > 0:
             await asyncio.sleep(delay)
         connecting.append(asyncio.ensure_future(connect()))
-    await asyncio.gather(*connecting)
     end = t0 + args.window_end
     await asyncio.sleep(max(0.0, end - time.perf_counter()))
+    pending = [c for c in connecting if not c.done()]
+    for c in pending:  # still waiting for the handshake (SYN retransmits): never got a stream
+        c.cancel()
+    if pending:
+        stats.errors["connect"] += len(pending)
+        stats.last_error = f"{len(pending)} connection(s) not established by the end of the window"
     for c in clients:
         c.stopping = True
     await asyncio.sleep(0)

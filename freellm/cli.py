@@ -105,6 +105,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             print=None,
             access_log=None,
             reuse_port=workers > 1,
+            backlog=settings.server.listen_backlog,
             loop=new_event_loop(),
         )
 

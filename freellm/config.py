@@ -151,6 +151,10 @@ class ServerConfig(_Model):
     ip_rate_limit_rpm: int = 120
     """Per-client-IP requests per 60 s window on /v1 (0 turns the limiter off)."""
     shutdown_grace_s: float = 10.0
+    listen_backlog: int = Field(default=1024, ge=1)
+    """Connections the kernel queues for the listening socket before ``accept``; the OS caps it
+    (``net.core.somaxconn``). aiohttp's default, 128, overflows when a thousand clients connect within a
+    second, and each connection dropped from a full queue waits for a SYN retransmit (1 s, then 3 s)."""
     gc_gen0_threshold: int = 50_000
     """Young-generation GC threshold of a serving process (0 = CPython's default 700); see
     ``freellm.server.runtime.tune_gc``."""

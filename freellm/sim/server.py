@@ -16,6 +16,9 @@ from freellm.sim.settings import SimSettings
 __all__ = ["SimServer", "run_sim_forever", "start_sim"]
 
 SHUTDOWN_TIMEOUT_S: Final = 2.0
+LISTEN_BACKLOG: Final = 4096
+"""The benchmark opens thousands of connections a second (``bench slow-streams``); aiohttp's default
+backlog of 128 would drop some and leave them waiting for SYN retransmits."""
 """How long ``close`` lets an in-flight scripted response finish before cancelling it."""
 
 
@@ -67,7 +70,7 @@ async def start_sim(host: str = "127.0.0.1", port: int = 0, settings: SimSetting
     )
     await runner.setup()
     runner.app[SIM_STATE].transport = runner.server  # for GET /_sim/connections
-    site = web.TCPSite(runner, host, port)
+    site = web.TCPSite(runner, host, port, backlog=LISTEN_BACKLOG)
     try:
         await site.start()
     except BaseException:
