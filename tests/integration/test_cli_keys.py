@@ -116,6 +116,7 @@ CONFIG = """\
     auth: {{api_keys: ["{client}"], admin_keys: ["{admin}"]}}
     storage: {{path: ./data}}
     health: {{key_check_s: 0, cooldown_probe_s: 0}}
+    fallback: {{cooldown_local_s: 600}}  # the status test reads a cooldown back: it must outlive a slow machine
     providers:
       - name: {empty}
         kind: openai
