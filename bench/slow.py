@@ -439,6 +439,13 @@ def measure_point(
             foreign_cpu_pct=foreign.pct,
             server_alive=alive,
         )
+        frames_s = int(got["frames"]) / opts.hold_s  # type: ignore[call-overload]
+        if frames_s > 0:
+            # CPU per relayed frame (the per-request work amortised over its frames): one core's worth
+            # of frames a second, and so the streams one core could pace at this gap, follow from it.
+            per_frame = cpu["server"] / 100.0 / frames_s * 1e6
+            row["cpu_us_per_frame"] = round(per_frame, 1)
+            row["streams_per_core"] = round(1e6 / per_frame * gap_ms / 1000.0)
         if not alive:
             row["status"] = "crashed"
             row["reason"] = _last_error_line(target.proc.log_tail(30)) if target.proc else ""
@@ -608,8 +615,9 @@ def markdown(results: dict) -> str:
         f"- Load average at start: {meta.get('loadavg_at_start')}.",
         "",
         "| target | streams | gap ms | held (min open) | frames/s (of nominal) | client gap p50 / p99 ms | added p50 / p99 / p99.9 ms "
-        "| TTFB p50 / p99 ms | RSS idle → open MiB | KiB per stream | fds idle → open | errors | CPU % target / sim / generator | other CPU % |",
-        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+        "| TTFB p50 / p99 ms | RSS idle → open MiB | KiB per stream | fds idle → open | errors | CPU % target / sim / generator "
+        "| target CPU µs per frame (streams one core could pace) | other CPU % |",
+        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
     for r in rows:
         if r.get("status") not in ("ok", "crashed"):
@@ -632,6 +640,7 @@ def markdown(results: dict) -> str:
             f"{_n(r.get('idle_rss_mib'))} → {_n(r.get('rss_open_mib'))} | {_n(r.get('rss_per_stream_kib'))} | "
             f"{_n(r.get('idle_fds'))} → {_n(r.get('fds_open'))} | {err} | "
             f"{_n(r.get('cpu_server_pct'), 0)} / {_n(r.get('cpu_sim_pct'), 0)} / {_n(r.get('cpu_generator_pct'), 0)} | "
+            f"{_n(r.get('cpu_us_per_frame'))} ({_n(r.get('streams_per_core'))}) | "
             f"{_n(r.get('foreign_cpu_pct'), 0)}{' †' if (r.get('foreign_cpu_pct') or 0) > report.NOISY_PCT else ''} |"
         )
     nofile = [r for r in rows if r["target"] == "freellm" and r.get("nofile")]
