@@ -26,11 +26,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 import orjson
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import best_match
+
+if TYPE_CHECKING:  # jsonschema is imported on the first tools/call (start-up and idle memory stay lean)
+    from jsonschema import Draft202012Validator
 
 __all__ = [
     "BATCH_VERSIONS",
@@ -95,11 +96,17 @@ class Tool(Generic[C]):
     run: Callable[[C, dict[str, Any]], Awaitable[dict[str, Any]]]
     read_only: bool = True
     """The tool changes nothing (``annotations.readOnlyHint``)."""
-    validator: Draft202012Validator = field(init=False, repr=False, compare=False)
+    _validator: Draft202012Validator | None = field(default=None, init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        Draft202012Validator.check_schema(self.input_schema)
-        object.__setattr__(self, "validator", Draft202012Validator(self.input_schema))
+    def validator(self) -> Draft202012Validator:
+        """The ``input_schema`` validator, built (and the schema checked) on first use."""
+        if self._validator is None:
+            from jsonschema import Draft202012Validator
+
+            Draft202012Validator.check_schema(self.input_schema)
+            object.__setattr__(self, "_validator", Draft202012Validator(self.input_schema))
+        assert self._validator is not None
+        return self._validator
 
     def definition(self, version: str) -> dict[str, Any]:
         doc: dict[str, Any] = {"name": self.name}
@@ -306,7 +313,9 @@ class McpServer(Generic[C]):
             arguments = {}
         if not isinstance(arguments, dict):
             raise _Invalid(INVALID_PARAMS, 'Invalid params: "arguments" must be an object')
-        problem = best_match(tool.validator.iter_errors(arguments))
+        from jsonschema.exceptions import best_match
+
+        problem = best_match(tool.validator().iter_errors(arguments))
         if problem is not None:
             where = ".".join(str(p) for p in problem.path)
             return _tool_error(f"Invalid arguments for {name}: {where + ': ' if where else ''}{problem.message}")

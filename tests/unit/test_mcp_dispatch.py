@@ -131,9 +131,18 @@ async def test_batches_follow_the_version_header() -> None:
             assert reply.status == 400 and reply.body["error"]["code"] == -32600 and reply.body["id"] is None
 
 
-def test_every_gateway_tool_schema_is_an_object_schema() -> None:
+def test_every_gateway_tool_schema_is_a_valid_object_schema() -> None:
     for tool in TOOLS:
         assert tool.input_schema["type"] == "object" and tool.input_schema.get("additionalProperties") is False
+        assert tool.validator().schema == tool.input_schema  # the schema itself is checked on first use
+
+
+def test_a_broken_schema_is_refused_on_first_use() -> None:
+    from jsonschema.exceptions import SchemaError
+
+    broken = Tool(name="broken", title="b", description="b", input_schema={"type": 3}, run=_TEST_TOOLS[0].run)
+    with pytest.raises(SchemaError):
+        broken.validator()
 
 
 def test_two_tools_with_one_name_are_refused() -> None:
