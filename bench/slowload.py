@@ -16,6 +16,9 @@ content frame is the time since the previous content frame of the same stream ar
 arrive in the same read have a gap of 0 (the client saw them together). Gaps go into a 0.1 ms
 histogram, so percentiles are exact to 0.1 ms without keeping millions of samples.
 
+A stream counts as *open* from its first SSE frame to its end: a connection waiting in the server's
+accept queue, or a request the server has not answered yet, is not a stream it holds.
+
 Only what happens inside the measurement window (``--window-start`` .. ``--window-end``, seconds after
 ``--start-at``) is counted: gaps, TTFB (request written → first SSE frame) of streams sent inside it,
 streams completed, errors. Prints one JSON object (``BENCH_JSON {...}``) at the end.
@@ -61,6 +64,7 @@ class Stats:
     open_now: int = 0
     open_min: int | None = None
     open_max: int = 0
+    open_samples: list[int] = field(default_factory=list)
 
     def inside(self, t: float) -> bool:
         return self.window[0] <= t < self.window[1]
@@ -101,6 +105,7 @@ class StreamClient(asyncio.Protocol):
         self.empty_seen = 0
         self.saw_done = False
         self.open = False
+        self.streaming = False
 
     # -- asyncio.Protocol --
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -128,6 +133,8 @@ class StreamClient(asyncio.Protocol):
                 return
         if self.first_at is None and DATA in data:
             self.first_at = now
+            self.streaming = True  # open from the first frame: the server is streaming it, not queueing it
+            st.open_now += 1
             if st.inside(self.sent_at):
                 st.ttfb[_bucket(now - self.sent_at)] += 1
         buf_c = self.tail_c + data
@@ -179,7 +186,6 @@ class StreamClient(asyncio.Protocol):
         self.sent_at = time.perf_counter()
         self.open = True
         st = self.stats
-        st.open_now += 1
         if st.inside(self.sent_at):
             st.started += 1
         self.transport.write(self.request)
@@ -196,8 +202,10 @@ class StreamClient(asyncio.Protocol):
     def _closed_stream(self) -> None:
         if self.open:
             self.open = False
-            self.stats.open_now -= 1
             self.deadline.cancel()
+            if self.streaming:
+                self.streaming = False
+                self.stats.open_now -= 1
 
     def _count_complete(self, now: float) -> None:
         if self.stats.inside(now):
@@ -265,6 +273,7 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
                     stats.open_now if stats.open_min is None else min(stats.open_min, stats.open_now)
                 )
                 stats.open_max = max(stats.open_max, stats.open_now)
+                stats.open_samples.append(stats.open_now)
             await asyncio.sleep(0.1)
 
     sampling = asyncio.ensure_future(sampler())
@@ -331,6 +340,7 @@ async def run(args: argparse.Namespace) -> dict[str, object]:
         "last_error": stats.last_error,
         "open_min": stats.open_min,
         "open_max": stats.open_max,
+        "open_median": sorted(stats.open_samples)[len(stats.open_samples) // 2] if stats.open_samples else 0,
     }
 
 
