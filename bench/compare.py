@@ -67,9 +67,12 @@ def flatten(data: dict) -> tuple[dict[str, dict[str, float]], dict[str, object]]
     }
     rows: dict[str, dict[str, float]] = {}
     if data.get("kind") == "slow-streams":
+        from bench.slow import per_stream
+
         for r in data.get("rows", []):
             if r.get("status") != "ok":
                 continue
+            per_stream(r)  # RSS per stream as the current definition has it
             rid = f"slow/{r['target']}/n={r['streams']}/gap={r['gap_ms']:g}ms"
             rows[rid] = {f.key: float(r[f.key]) for f in SLOW_FIGURES if r.get(f.key) is not None}
         return rows, source

@@ -439,13 +439,7 @@ def measure_point(
             added_gap_p999_ms=_minus(got["gap_p999_ms"], gap_ms),
             rss_open_mib=round(rss_open / MIB, 1) if rss_open else None,
             peak_rss_mib=round(max(sampler.rss) / MIB, 1) if sampler.rss else None,
-            # per stream the target really held (open from its first frame), not per stream asked for:
-            # connections queued in the accept backlog cost the kernel, not the process
-            rss_per_stream_kib=(
-                round((rss_open - idle_rss) / int(got["open_median"]) / 1024, 1)  # type: ignore[call-overload]
-                if rss_open and got["open_median"]
-                else None
-            ),
+            fds_median=statistics.median(sampler.fds) if sampler.fds else None,
             fds_open=fds_open,
             cpu_server_pct=cpu["server"],
             cpu_sim_pct=cpu["sim"],
@@ -463,6 +457,7 @@ def measure_point(
         if not alive:
             row["status"] = "crashed"
             row["reason"] = _last_error_line(target.proc.log_tail(30)) if target.proc else ""
+        per_stream(row)
         print("   " + point_line(row), flush=True)
     finally:
         target.stop()
@@ -486,6 +481,21 @@ def _ticks(pids: dict[str, object]) -> dict[str, int]:
     for k, v in pids.items():
         out[k] = sum(_tree_ticks(p) for p in v) if isinstance(v, list) else _tree_ticks(int(v))  # type: ignore[call-overload]
     return out
+
+
+def per_stream(row: dict[str, object]) -> None:
+    """RSS per stream over the streams the target really holds: its open descriptors beyond the idle
+    ones, one per stream for the simulator and two (client and upstream) for a gateway. That counts a
+    request waiting for the upstream's first byte (it holds both sockets and its state) and leaves out a
+    connection still queued in the accept backlog (the kernel's memory, not the process's)."""
+    fds = row.get("fds_median") or row.get("fds_open")
+    idle, rss, rss_idle = row.get("idle_fds"), row.get("rss_open_mib"), row.get("idle_rss_mib")
+    if fds is None or idle is None or rss is None or rss_idle is None:
+        return
+    held = (float(fds) - float(idle)) / (1 if row["target"] == "direct" else 2)  # type: ignore[arg-type]
+    row["in_target"] = round(held)
+    if held >= 1:
+        row["rss_per_stream_kib"] = round((float(rss) - float(rss_idle)) * 1024 / held, 1)  # type: ignore[arg-type]
 
 
 def held(row: dict[str, object]) -> bool:
@@ -629,10 +639,12 @@ def markdown(results: dict) -> str:
         f"- Load average at start: {meta.get('loadavg_at_start')}.",
         "",
         "| target | streams | gap ms | held (min / median open) | frames/s (of nominal) | client gap p50 / p99 ms | added p50 / p99 / p99.9 ms "
-        "| TTFB p50 / p99 ms | RSS idle → open MiB | KiB per stream | fds idle → open | errors | CPU % target / sim / generator "
+        "| TTFB p50 / p99 ms | RSS idle → open MiB | streams in target | KiB per stream | fds idle → open | errors | CPU % target / sim / generator "
         "| target CPU µs per frame (streams one core could pace) | other CPU % |",
-        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+        "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
     ]
+    for r in rows:
+        per_stream(r)
     for r in rows:
         if r.get("status") not in ("ok", "crashed"):
             lines.append(
@@ -651,7 +663,8 @@ def markdown(results: dict) -> str:
             f"{_n(r.get('gap_p50_ms'))} / {_n(r.get('gap_p99_ms'))} | "
             f"{_signed(r.get('added_gap_p50_ms'))} / {_signed(r.get('added_gap_p99_ms'))} / {_signed(r.get('added_gap_p999_ms'))} | "
             f"{_n(r.get('ttfb_p50_ms'))} / {_n(r.get('ttfb_p99_ms'))} | "
-            f"{_n(r.get('idle_rss_mib'))} → {_n(r.get('rss_open_mib'))} | {_n(r.get('rss_per_stream_kib'))} | "
+            f"{_n(r.get('idle_rss_mib'))} → {_n(r.get('rss_open_mib'))} | {_n(r.get('in_target'))} | "
+            f"{_n(r.get('rss_per_stream_kib'))} | "
             f"{_n(r.get('idle_fds'))} → {_n(r.get('fds_open'))} | {err} | "
             f"{_n(r.get('cpu_server_pct'), 0)} / {_n(r.get('cpu_sim_pct'), 0)} / {_n(r.get('cpu_generator_pct'), 0)} | "
             f"{_n(r.get('cpu_us_per_frame'))} ({_n(r.get('streams_per_core'))}) | "
