@@ -29,7 +29,7 @@ from freellm.sim.control import SimControl, SimControlError
 from freellm.sim.keys import SIM_STATE
 from tests.harness import CLIENT_KEY, BackgroundLoop, GatewayServer, free_port, start_gateway
 from tests.reliability.client import CALLS, Result, Verdict, run_call
-from tests.reliability.profiles import FIRST_BYTE_TIMEOUT_S, HEALTHY, STALL_TIMEOUT_S, Profile
+from tests.reliability.profiles import FIRST_BYTE_TIMEOUT_S, HEALTHY, STEADY_FIRST_BYTE_TIMEOUT_S, Profile
 
 __all__ = ["CONCURRENCY", "DRAIN_DEADLINE_S", "Figures", "SimProcess", "bounded", "run_profile"]
 
@@ -207,9 +207,11 @@ async def _load(
     return results
 
 
-def _settings(data_dir: Path, providers: dict[str, str]) -> Settings:
+def _settings(data_dir: Path, providers: dict[str, str], stall_timeout_s: float) -> Settings:
     """A gateway over ``providers`` (name → base URL) in that order, with the local cooldown and the
-    model bench off so every request meets the first route's fault."""
+    model bench off so every request meets the first route's fault. ``flaky`` gets a short first-byte
+    timeout (its faults include silence), ``steady`` a generous one."""
+    first_byte = {"flaky": FIRST_BYTE_TIMEOUT_S, "steady": STEADY_FIRST_BYTE_TIMEOUT_S}
     return Settings.model_validate(
         {
             "auth": {"api_keys": [CLIENT_KEY]},
@@ -222,12 +224,13 @@ def _settings(data_dir: Path, providers: dict[str, str]) -> Settings:
                     "base_url": url,
                     "keys": [f"{name}-key"],
                     "models": [{"id": MODEL}],
+                    "timeout_s": first_byte[name],
                 }
                 for name, url in providers.items()
             ],
             "chain": [f"{name}/{MODEL}" for name in providers],
             "fallback": {"cooldown_local_s": 0, "model_bench_failures": 0},
-            "stream": {"stall_timeout_s": STALL_TIMEOUT_S, "first_byte_timeout_s": FIRST_BYTE_TIMEOUT_S},
+            "stream": {"stall_timeout_s": stall_timeout_s},
         }
     )
 
@@ -311,7 +314,7 @@ def run_profile(
             proc.start()
             providers["flaky"] = f"{proc.base_url}/flaky/v1"
             chaos = _kill_and_restart(proc, duration_s, restarts)
-        gw = start_gateway(bg, _settings(data_dir, providers))
+        gw = start_gateway(bg, _settings(data_dir, providers, profile.stall_timeout_s))
         try:
             results = asyncio.run(_load(gw.base_url, duration_s, concurrency, chaos, profile.hang_up))
             fig = tally(profile, results, duration_s, restarts[0] if restarts else None)

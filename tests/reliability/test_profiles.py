@@ -57,7 +57,7 @@ def test_fault_profile_under_load(
     if profile.fails_over:
         assert fig.failed_over > 0, fig
     elif profile.kind == "scripted":
-        assert fig.via_flaky > 0 and fig.failed_over == 0, fig
+        assert fig.via_flaky > fig.requests // 2, fig  # flaky answers (a stray timeout may still fail over)
     if profile.post_commit and profile.kind == "scripted":
         assert fig.in_band > 0, fig
     if profile.hang_up:
