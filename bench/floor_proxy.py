@@ -66,8 +66,14 @@ def main() -> None:
         loop = uvloop.new_event_loop()
     except ImportError:  # pragma: no cover
         pass
-    web.run_app(
-        make_app(args.upstream), host=args.host, port=args.port, print=None, access_log=None, loop=loop
+    web.run_app(  # backlog as freellm's server.listen_backlog, for the slow-streams mode's connection ramp
+        make_app(args.upstream),
+        host=args.host,
+        port=args.port,
+        print=None,
+        access_log=None,
+        loop=loop,
+        backlog=1024,
     )
 
 

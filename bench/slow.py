@@ -77,7 +77,8 @@ from bench.targets import (
 
 BEGIN = "<!-- bench:slow:begin -->"
 END = "<!-- bench:slow:end -->"
-SLOW_TARGETS = ("direct", "freellm", "portkey", "litellm")
+SLOW_TARGETS = ("direct", "floor", "freellm", "portkey", "litellm")
+"""``floor`` (the bare aiohttp proxy) says what aiohttp itself costs per relayed stream."""
 DEFAULT_STREAMS = [1000, 5000, 10000]
 DEFAULT_GAPS = [40.0, 400.0]
 """The issue's 40 ms, and a coarser series (a tenth of the frames) that shows memory and descriptors at
@@ -92,7 +93,7 @@ MIB = 1024 * 1024
 
 @dataclass
 class SlowOptions:
-    targets: list[str] = field(default_factory=lambda: ["direct", "freellm", "portkey", "litellm"])
+    targets: list[str] = field(default_factory=lambda: list(SLOW_TARGETS))
     streams: list[int] = field(default_factory=lambda: list(DEFAULT_STREAMS))
     gaps_ms: list[float] = field(default_factory=lambda: list(DEFAULT_GAPS))
     tokens: int = 200
