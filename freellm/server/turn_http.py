@@ -33,7 +33,7 @@ from freellm.server.sinks import STREAM_HEADERS, StreamRenderer, StreamSink
 from freellm.server.state import BASE_HEADERS, CLIENT, GATEWAY, REQUEST_ID, Gateway
 from freellm.store.base import RequestLogRow
 
-__all__ = ["counted_request", "log_turn", "new_context", "respond_turn", "shutting_down"]
+__all__ = ["TurnScope", "counted_request", "log_turn", "new_context", "respond_turn", "shutting_down"]
 
 log = logging.getLogger("freellm.server")
 
@@ -98,17 +98,7 @@ async def respond_turn(
     edge_headers: dict[str, str] = request[BASE_HEADERS]
     detail = settings.fallback.expose_detail_header
     header_max = settings.server.header_value_max
-    outcome: TurnOutcome | None = None
-    status = 200
-    error: BaseException | None = None
-    replayed: dict[str, object] | None = None
-    task = asyncio.current_task()
-    if task is not None:
-        gw.turns.add(task)
-    metrics = gw.metrics
-    if metrics is not None:
-        metrics.inflight_inc()
-    try:
+    async with TurnScope(gw, ctx, req) as scope:
         try:
             prepared = await gw.engine.prepare(ctx, req)
         finally:
@@ -116,9 +106,9 @@ async def respond_turn(
             edge_headers.update(ctx.pipeline_headers())
         base_headers = {**edge_headers, **(headers or {})}
         if isinstance(prepared, Replay):
-            replayed = {"tokens_saved": prepared.reply.tokens}  # what the hit saved, for the analytics
+            scope.extra = {"tokens_saved": prepared.reply.tokens}  # what the hit saved, for the analytics
             return await _replay(request, prepared.reply, base_headers)
-        req = prepared.req
+        req = scope.req = prepared.req
         if req.stream:
             recorder = StreamRecorder(settings.cache.stream_max_bytes) if ctx.cache_key is not None else None
 
@@ -145,20 +135,20 @@ async def respond_turn(
                 before_end=before_end,
             )
             try:
-                outcome = await gw.engine.run_turn(ctx, prepared, sink)
+                scope.outcome = await gw.engine.run_turn(ctx, prepared, sink)
             except asyncio.CancelledError:
-                if sink.response is None or not gw.claim_interrupt(task):
+                if sink.response is None or not gw.claim_interrupt(scope.task):
                     raise
-                if outcome is None:  # the shutdown grace ran out mid-stream: end it in-band, never cut it
-                    error = shutting_down()
-                    with contextlib.suppress(Exception):
-                        await sink.response.write(renderer.stream_error("freellm", error.message))
-                        await sink.response.write(renderer.done())
+                # The shutdown grace ran out mid-stream: end it in-band, never cut it.
+                scope.error = shutting_down()
+                with contextlib.suppress(Exception):
+                    await sink.response.write(renderer.stream_error("freellm", scope.error.message))
+                    await sink.response.write(renderer.done())
                 return sink.response
             assert sink.response is not None
             return sink.response
         async with gw.store.batch():  # the success's booking and the session write: one round trip
-            outcome = await gw.engine.run_turn(ctx, prepared, CollectSink())
+            outcome = scope.outcome = await gw.engine.run_turn(ctx, prepared, CollectSink())
             await _after_turn(gw, ctx, prepared, outcome)
         body = orjson.dumps(render_completion(outcome))
         if on_complete is not None:
@@ -171,25 +161,57 @@ async def respond_turn(
             **ctx.session_reply_header(served),
         }
         return web.Response(body=body, content_type=_JSON, headers=reply_headers)
-    except (ClientError, Exhausted) as exc:
-        status, error = exc.status, exc
-        raise
-    except asyncio.CancelledError as exc:
-        if not gw.claim_interrupt(task):
-            status, error = 499, exc
-            raise
-        # The shutdown grace ran out before anything was sent: answer rather than drop the connection.
-        refusal = shutting_down()
-        status, error = refusal.status, refusal
-        raise refusal from None
-    finally:
-        if task is not None:
-            gw.turns.discard(task)
+    raise AssertionError("unreachable: the scope only ever re-raises")  # pragma: no cover
+
+
+class TurnScope:
+    """A turn's bookkeeping around its handler, the same for every kind of turn: tracked for the shutdown
+    grace, counted in flight, and logged exactly once however it ends — served, refused, exhausted, the
+    client gone (499), a failure of our own (500), or the shutdown grace running out before anything was
+    sent (then the handler answers 503 rather than drop the connection).
+
+    The handler sets ``outcome`` (what the log row reads), ``req`` when it routed a changed request,
+    ``extra`` for the row, and ``error`` when it ended the turn in-band itself."""
+
+    def __init__(self, gw: Gateway, ctx: RequestContext, req: ChatRequest | EmbeddingRequest) -> None:
+        self.gw = gw
+        self.ctx = ctx
+        self.req = req
+        self.outcome: TurnOutcome | None = None
+        self.error: ClientError | None = None
+        self.extra: dict[str, object] | None = None
+        self.task = asyncio.current_task()
+
+    async def __aenter__(self) -> TurnScope:
+        if self.task is not None:
+            self.gw.turns.add(self.task)
+        if self.gw.metrics is not None:
+            self.gw.metrics.inflight_inc()
+        return self
+
+    async def __aexit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        gw = self.gw
+        status, refusal = 200, None
+        error: BaseException | None = self.error
+        if isinstance(exc, ClientError | Exhausted):
+            status, error = exc.status, exc
+        elif isinstance(exc, asyncio.CancelledError):
+            if gw.claim_interrupt(self.task):
+                refusal = shutting_down()
+                status, error = refusal.status, refusal
+            else:
+                status, error = 499, exc
+        elif exc is not None:
+            status, error = 500, exc
+        if self.task is not None:
+            gw.turns.discard(self.task)
         try:
-            await log_turn(gw, ctx, req, status, outcome, error, extra=replayed)
+            await log_turn(gw, self.ctx, self.req, status, self.outcome, error, extra=self.extra)
         finally:
-            if metrics is not None:  # after the row: a scrape at 0 in flight has counted every turn
-                metrics.inflight_dec()
+            if gw.metrics is not None:  # after the row: a scrape at 0 in flight has counted every turn
+                gw.metrics.inflight_dec()
+        if refusal is not None:
+            raise refusal from None
 
 
 _JSON = "application/json"

@@ -9,7 +9,6 @@ simulator's own events (``/_sim/wait``), never by sleeping.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -17,7 +16,7 @@ import orjson
 import pytest
 from multidict import CIMultiDictProxy
 
-from freellm.sim import Scenario, ScenarioError, SimControl, SimServer, parse_scenario, start_sim
+from freellm.sim import Scenario, ScenarioError, SimControl, SimServer, parse_scenario
 from freellm.sim.control import SimControlError
 from freellm.sim.scenario import SCENARIO_FIELDS
 
@@ -29,26 +28,6 @@ ANTHROPIC_LIMITS = {
     "anthropic-ratelimit-requests-remaining": "0",
     "anthropic-ratelimit-requests-reset": "2026-12-03T08:00:30Z",
 }
-
-
-@pytest.fixture
-async def sim() -> AsyncIterator[SimServer]:
-    server = await start_sim()
-    try:
-        yield server
-    finally:
-        await server.close()
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as session:
-        yield session
-
-
-@pytest.fixture
-def ctl(sim: SimServer) -> SimControl:
-    return SimControl(sim.base_url)
 
 
 # ---- one request per wire and shape ----------------------------------------------------------------------

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -33,26 +32,6 @@ from freellm.sim.control import SimControlError
 from freellm.sim.plan import split_even
 
 AUTH = {"Authorization": "Bearer test-key"}
-
-
-@pytest.fixture
-async def sim() -> AsyncIterator[SimServer]:
-    server = await start_sim()
-    try:
-        yield server
-    finally:
-        await server.close()
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as session:
-        yield session
-
-
-@pytest.fixture
-def ctl(sim: SimServer) -> SimControl:
-    return SimControl(sim.base_url)
 
 
 def chat_body(

@@ -6,26 +6,14 @@ Synchronisation is by the simulator's own events (``/_sim/wait``), never by slee
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import aiohttp
-import pytest
 
-from freellm.sim import SimServer, create_sim_app, start_sim
+from freellm.sim import SimServer, create_sim_app
 from freellm.sim.control import SimControl
 from freellm.sim.keys import SIM_STATE
 
 AUTH = {"Authorization": "Bearer test-key"}
 BODY = {"model": "model-x", "stream": True, "messages": [{"role": "user", "content": "hold on"}]}
-
-
-@pytest.fixture
-async def sim() -> AsyncIterator[SimServer]:
-    server = await start_sim()
-    try:
-        yield server
-    finally:
-        await server.close()
 
 
 async def test_a_stalled_request_is_in_flight_until_its_client_leaves(sim: SimServer) -> None:

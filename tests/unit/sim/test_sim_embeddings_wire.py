@@ -9,7 +9,6 @@ Synchronisation is by the simulator's own events (``/_sim/wait``), never by slee
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import aiohttp
@@ -21,26 +20,6 @@ from freellm.sim.embeddings import decode_base64
 
 BEARER = {"Authorization": "Bearer sk-emb"}
 GOOG = {"x-goog-api-key": "AIza-emb"}
-
-
-@pytest.fixture
-async def sim() -> AsyncIterator[SimServer]:
-    server = await start_sim()
-    try:
-        yield server
-    finally:
-        await server.close()
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as session:
-        yield session
-
-
-@pytest.fixture
-def ctl(sim: SimServer) -> SimControl:
-    return SimControl(sim.base_url)
 
 
 async def post(
