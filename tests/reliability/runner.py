@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import aiohttp
+import orjson
 
 from freellm.config import Settings
 from freellm.sim import SimServer, start_sim
@@ -132,20 +133,32 @@ def tally(
 class SimProcess:
     """A simulator in its own process (``python -m freellm.sim``), so a profile can SIGKILL it."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, scenario_file: Path) -> None:
         self.port = port
+        self._scenario_file = scenario_file
         self.base_url = f"http://127.0.0.1:{port}"
         self.control = SimControl(self.base_url, timeout=2.0)
         self._proc: subprocess.Popen[bytes] | None = None
 
     def start(self, ready_within_s: float = 15.0) -> None:
-        """Start it and return once its control API answers (with the suite's healthy default set)."""
-        cmd = [sys.executable, "-m", "freellm.sim", "--port", str(self.port)]
+        """Start it and return once its control API answers. The suite's healthy default comes from a
+        scenario file, so it holds from the first request the process accepts: set through the control
+        API after start-up, a gateway request could slip in first and get the stock answer."""
+        self._scenario_file.write_bytes(orjson.dumps({"default": HEALTHY}))
+        cmd = [
+            sys.executable,
+            "-m",
+            "freellm.sim",
+            "--port",
+            str(self.port),
+            "--scenario-file",
+            str(self._scenario_file),
+        ]
         self._proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + ready_within_s
         while True:
             try:
-                self.control.set_default(HEALTHY)
+                self.control.connections()
                 return
             except (OSError, SimControlError):
                 # Not listening yet: a process start has no event to wait on, so poll briefly.
@@ -310,7 +323,8 @@ def run_profile(
         elif profile.kind == "refused":
             providers["flaky"] = f"http://127.0.0.1:{free_port()}/flaky/v1"
         else:
-            proc = SimProcess(free_port())
+            data_dir.mkdir(parents=True, exist_ok=True)
+            proc = SimProcess(free_port(), data_dir / "flaky-sim.json")
             proc.start()
             providers["flaky"] = f"{proc.base_url}/flaky/v1"
             chaos = _kill_and_restart(proc, duration_s, restarts)
