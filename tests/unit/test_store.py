@@ -197,6 +197,26 @@ async def test_leases_expire(store: MemoryStore) -> None:
     assert await store.lease_count() == 0
 
 
+async def test_leases_expire_in_any_order(store: MemoryStore) -> None:
+    """A lease with a shorter TTL taken after a longer one still expires on time, released leases leave
+    the sums at once, and a scope's count stays right across many acquisitions and releases."""
+    long = await store.acquire_lease(A, 10, T0, 300)
+    await store.acquire_lease(A, 20, T0 + 1, 30)  # expires first although taken later
+    u = await store.usage(A, T0 + 31)
+    assert (u.leased_requests, u.leased_tokens) == (1, 10)
+    ids = [await store.acquire_lease(A, 1, T0 + 40, 120) for _ in range(1000)]
+    for lease in ids[::2]:
+        await store.release_lease(A, lease)
+    u = await store.usage(A, T0 + 50)
+    assert (u.leased_requests, u.leased_tokens) == (501, 510)
+    await store.release_lease(A, long)
+    u = await store.usage(A, T0 + 159.9)
+    assert (u.leased_requests, u.leased_tokens) == (500, 500)
+    u = await store.usage(A, T0 + 160)  # the rest aged out together
+    assert (u.leased_requests, u.leased_tokens) == (0, 0)
+    assert await store.lease_count() == 0
+
+
 async def test_leases_and_usage_together(store: MemoryStore) -> None:
     lease = await store.acquire_lease(A, 400, T0, 120)
     await store.record_usage(A, 350, T0 + 2)
