@@ -65,6 +65,15 @@ def flatten(data: dict) -> tuple[dict[str, dict[str, float]], dict[str, object]]
         "versions": meta.get("versions", {}).get("freellm"),
         "loadavg_at_start": meta.get("loadavg_at_start"),
     }
+    foreign = [
+        float(c["foreign_cpu_pct"])
+        for t in data.get("targets", {}).values()
+        for c in t.get("cells", [])
+        if c.get("foreign_cpu_pct") is not None
+    ] + [float(r["foreign_cpu_pct"]) for r in data.get("rows", []) if r.get("foreign_cpu_pct") is not None]
+    if foreign:  # how busy the machine was with other work: a baseline taken under load says so
+        source["foreign_cpu_pct_avg"] = round(sum(foreign) / len(foreign), 1)
+        source["foreign_cpu_pct_max"] = max(foreign)
     rows: dict[str, dict[str, float]] = {}
     if data.get("kind") == "slow-streams":
         from bench.slow import per_stream

@@ -58,7 +58,7 @@ class Stats:
     completed: int = 0
     started: int = 0
     errors: dict[str, int] = field(
-        default_factory=lambda: {"connect": 0, "status": 0, "incomplete": 0, "timeout": 0, "in_band": 0}
+        default_factory=lambda: {"connect": 0, "reset": 0, "status": 0, "incomplete": 0, "timeout": 0, "in_band": 0}
     )
     last_error: str = ""
     open_now: int = 0
@@ -168,9 +168,13 @@ class StreamClient(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         now = time.perf_counter()
         if self.open:
+            streaming = self.streaming
             self._closed_stream()
             if self.saw_done:
                 self._count_complete(now)
+            elif not streaming:
+                # reset before any answer: typically a connection the server's full accept queue dropped
+                self.stats.error("reset", f"connection lost before the first frame: {exc}", now)
             else:
                 self.stats.error("incomplete", f"connection lost mid-stream: {exc}", now)
         self.transport = None
