@@ -195,6 +195,15 @@ class Proc:
             return ""
         return "\n".join(text.strip().splitlines()[-lines:])
 
+    def ready_or_stop(self, url: str, timeout: float) -> float:
+        """:meth:`wait_ready`, stopping the process when it never gets ready (or the wait is
+        interrupted): a half-started server must not outlive the run."""
+        try:
+            return self.wait_ready(url, timeout)
+        except BaseException:
+            self.stop()
+            raise
+
     def wait_ready(self, url: str, timeout: float) -> float:
         """Poll ``url`` until it answers below 500; returns the seconds it took. Raises StartError."""
         start = time.monotonic()

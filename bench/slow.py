@@ -193,11 +193,7 @@ def start_freellm_limited(ctx: Context) -> Running:
         cwd=REPO,
         cores=ctx.placement.server,
     ).start()
-    try:
-        took = proc.wait_ready(f"http://127.0.0.1:{port}/health", 60)
-    except BaseException:
-        proc.stop()
-        raise
+    took = proc.ready_or_stop(f"http://127.0.0.1:{port}/health", 60)
     return Running(
         name="freellm",
         url=f"http://127.0.0.1:{port}/v1/chat/completions",

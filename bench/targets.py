@@ -286,11 +286,7 @@ def start_freellm(ctx: Context, name: str = "freellm") -> Running:
     cached = name in CACHE_TARGETS or name in ("freellm-all", "freellm-all-local")
     cfg = freellm_config(ctx, port, ctx.work / f"{name}-data", extra)
     proc = launch_freellm(ctx, name, cfg, port)
-    try:
-        took = proc.wait_ready(f"http://127.0.0.1:{port}/health", 60)
-    except BaseException:
-        proc.stop()
-        raise
+    took = proc.ready_or_stop(f"http://127.0.0.1:{port}/health", 60)
     note = ""
     if ctx.workers > 1:
         note = f"config asks server.workers={ctx.workers}; freellm serve honours it only once multi-worker serving lands"
@@ -394,11 +390,7 @@ def start_floor(ctx: Context) -> Running:
         cwd=REPO,
         cores=ctx.placement.server,
     ).start()
-    try:
-        took = proc.wait_ready(f"http://127.0.0.1:{port}/health", 30)
-    except BaseException:
-        proc.stop()
-        raise
+    took = proc.ready_or_stop(f"http://127.0.0.1:{port}/health", 30)
     return Running(
         name="floor",
         url=f"http://127.0.0.1:{port}/v1/chat/completions",
@@ -451,11 +443,7 @@ def start_litellm(ctx: Context) -> Running:
     proc = Proc(
         "litellm", argv, ctx.work / "logs" / "litellm.log", env=env, cwd=ctx.work, cores=ctx.placement.server
     ).start()
-    try:
-        took = proc.wait_ready(f"http://127.0.0.1:{port}/health/liveliness", 180)
-    except BaseException:
-        proc.stop()
-        raise
+    took = proc.ready_or_stop(f"http://127.0.0.1:{port}/health/liveliness", 180)
     return Running(
         name="litellm",
         url=f"http://127.0.0.1:{port}/v1/chat/completions",
@@ -484,11 +472,7 @@ def start_portkey(ctx: Context) -> Running:
         cwd=peers.NODE_DIR,
         cores=ctx.placement.server,
     ).start()
-    try:
-        took = proc.wait_ready(f"http://127.0.0.1:{port}/", 60)
-    except BaseException:
-        proc.stop()
-        raise
+    took = proc.ready_or_stop(f"http://127.0.0.1:{port}/", 60)
     return Running(
         name="portkey",
         url=f"http://127.0.0.1:{port}/v1/chat/completions",
