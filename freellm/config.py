@@ -14,6 +14,16 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from freellm.config_base import ConfigError
+from freellm.config_base import ConfigModel as _Model
+from freellm.config_providers import ModelConfig, ModelKind, ModelLimits, ModelTier, ProviderConfig
+from freellm.config_surfaces import (
+    EmbeddingsConfig,
+    GeminiSurfaceConfig,
+    OllamaConfig,
+    SurfacesConfig,
+)
+
 __all__ = [
     "AuthConfig",
     "CacheConfig",
@@ -49,98 +59,6 @@ __all__ = [
 
 _PROFILE_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-
-
-class ConfigError(Exception):
-    """The configuration file is missing, not YAML, or does not validate."""
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-
-class ModelLimits(_Model):
-    """Free-tier limits of one model on one key; ``None`` means no figure is known."""
-
-    rpm: int | None = None
-    rpd: int | None = None
-    tpm: int | None = None
-    tpd: int | None = None
-
-
-ModelTier = Literal["frontier", "large", "medium", "small"]
-ModelKind = Literal["chat", "embedding"]
-
-
-class ModelConfig(_Model):
-    id: str
-    kind: ModelKind = "chat"
-    """``embedding``: served by ``/v1/embeddings`` (and the Gemini and Ollama embedding routes) only,
-    never routed for chat."""
-    family: str | None = None
-    """An embedding model's family (default: its id): a request names the family, and failover stays
-    inside it, because vectors of different families are not comparable."""
-    dimensions: int | None = Field(default=None, ge=1)
-    """An embedding model's native vector length (listed; a request may ask for fewer)."""
-    display_name: str | None = None
-    context_window: int | None = None
-    tools: bool = True
-    vision: bool = False
-    enabled: bool = True
-    limits: ModelLimits = Field(default_factory=ModelLimits)
-    tier: ModelTier | None = None
-    """How capable the model is, for the ``smart`` strategy (the built-in catalog's size)."""
-    rank: int | None = Field(default=None, ge=1)
-    """1 = the best model; orders models of one tier for ``smart``."""
-
-    @field_validator("tier", mode="before")
-    @classmethod
-    def _tier_any_case(cls, v: object) -> object:
-        return v.strip().lower() if isinstance(v, str) else v
-
-    @model_validator(mode="after")
-    def _family_only_for_embeddings(self) -> ModelConfig:
-        if self.kind == "chat" and self.family is not None:
-            raise ValueError(f"model {self.id!r}: 'family' applies to embedding models only (kind: embedding)")
-        if self.family is not None and not self.family.strip():
-            raise ValueError(f"model {self.id!r}: 'family' must not be empty")
-        return self
-
-    @property
-    def embedding_family(self) -> str:
-        """The family an embedding model belongs to: its ``family``, else its id."""
-        return (self.family or self.id).strip()
-
-
-class ProviderConfig(_Model):
-    name: str
-    kind: Literal["openai", "gemini", "anthropic"] = "openai"
-    base_url: str
-    keys: list[str] = Field(default_factory=list)
-    models: list[ModelConfig] = Field(default_factory=list)
-    enabled: bool = True
-    timeout_s: float = 60.0
-    """First-byte timeout for this provider's requests (the reference's per-platform chat timeout)."""
-    headers: dict[str, str] = Field(default_factory=dict)
-
-    @field_validator("name")
-    @classmethod
-    def _name_has_no_slash(cls, v: str) -> str:
-        if not v or "/" in v or ":" in v:
-            raise ValueError("provider name must be non-empty and contain no '/' or ':'")
-        return v
-
-    @model_validator(mode="after")
-    def _embeddings_need_an_embedding_wire(self) -> ProviderConfig:
-        if self.kind == "anthropic" and any(m.kind == "embedding" for m in self.models):
-            raise ValueError(f"provider {self.name!r}: the anthropic wire has no embeddings (kind: embedding)")
-        return self
-
-    @field_validator("keys")
-    @classmethod
-    def _drop_empty_keys(cls, v: list[str]) -> list[str]:
-        # An unset ${VAR} substitutes to "": such a key simply isn't configured.
-        return [k for k in v if k.strip()]
 
 
 class ServerConfig(_Model):
@@ -297,24 +215,6 @@ class LoggingConfig(_Model):
     """Each kept text is cut to this many bytes of UTF-8 (on a character boundary)."""
 
 
-class OllamaConfig(_Model):
-    mode: Literal["off", "loopback", "key"] = "loopback"
-    """Who may use the Ollama routes under ``/api/`` (docs/surfaces/ollama.md): ``off`` — none (404);
-    ``loopback`` — only this machine, no key (a peer or a forwarded client elsewhere gets 403), as a
-    local Ollama server is; ``key`` — anyone with a client key (401 otherwise)."""
-    default_max_tokens: int = Field(default=1024, ge=1)
-    """The output cap when ``options.num_predict`` is absent or negative (Ollama's "until done")."""
-
-
-class EmbeddingsConfig(_Model):
-    """``/v1/embeddings`` (and the Gemini and Ollama embedding routes): docs/embeddings.md."""
-
-    default_family: str | None = None
-    """The family ``auto`` (or no model) means; default: the first family declared."""
-    max_inputs: int = Field(default=2048, ge=1)
-    """Inputs one request may carry (OpenAI's own limit)."""
-
-
 class MetricsConfig(_Model):
     enabled: bool = True
     """Count every request for ``GET /metrics`` (docs/metrics.md). False: nothing is counted and
@@ -468,41 +368,6 @@ class HealthConfig(_Model):
     """An invalid key (401/403) is disabled after this many failed checks in a row."""
 
 
-class AnthropicSurfaceConfig(_Model):
-    """``/v1/messages``: Claude model names never 404; they map to a route, a group or ``auto``."""
-
-    model_map: dict[str, str] = Field(
-        default_factory=lambda: {"opus": "auto", "sonnet": "auto", "haiku": "auto", "default": "auto"}
-    )
-    """Family (substring of the requested name, e.g. ``opus``) → model to route to; ``default`` for the rest."""
-
-
-class ResponsesSurfaceConfig(_Model):
-    """``/v1/responses``: stored responses for ``previous_response_id`` chaining."""
-
-    store_ttl_days: float = 30.0
-    max_chain_depth: int = 256
-
-
-class CompletionsSurfaceConfig(_Model):
-    """Legacy ``/v1/completions``."""
-
-    default_max_tokens: int = 128
-
-
-class GeminiSurfaceConfig(_Model):
-    """``/v1beta/models/…`` and ``/v1/models/…:generateContent``: Gemini model names never 404; they map
-    to a route, a group or ``auto`` by family."""
-
-    model_map: dict[str, str] = Field(
-        default_factory=lambda: {"flash-lite": "auto", "flash": "auto", "pro": "auto", "default": "auto"}
-    )
-    """Family (substring of the requested name, e.g. ``flash-lite``; the longest match wins) → model to
-    route to; ``default`` for the rest."""
-    default_max_output_tokens: int | None = 8192
-    """``max_tokens`` sent when the request has no ``generationConfig.maxOutputTokens`` (None: leave unset)."""
-
-
 class CacheConfig(_Model):
     """The response cache (docs/cache.md): exact-match, LRU + TTL, stream replay byte for byte."""
 
@@ -545,13 +410,6 @@ class CompressionConfig(_Model):
     """Never rewrite a system prompt that recurs across requests (keeps provider prompt caches warm)."""
     filters_dir: Path | None = None
     """Custom tool-output filter files (``*.json``); default ``<data dir>/filters``."""
-
-
-class SurfacesConfig(_Model):
-    anthropic: AnthropicSurfaceConfig = Field(default_factory=AnthropicSurfaceConfig)
-    gemini: GeminiSurfaceConfig = Field(default_factory=GeminiSurfaceConfig)
-    responses: ResponsesSurfaceConfig = Field(default_factory=ResponsesSurfaceConfig)
-    completions: CompletionsSurfaceConfig = Field(default_factory=CompletionsSurfaceConfig)
 
 
 class Settings(_Model):
