@@ -260,6 +260,12 @@ def start_probe(
         "--max-requests",
         str(max_requests),
     ]
+    return spawn_pinned(argv, cores)
+
+
+def spawn_pinned(argv: list[str], cores: frozenset[int] | None) -> subprocess.Popen[str]:
+    """A benchmark helper process (probe, load generator) on ``cores``, in its own session, its output
+    captured as text."""
     return subprocess.Popen(
         pinned_argv(argv, cores),
         stdout=subprocess.PIPE,

@@ -46,7 +46,7 @@ from pathlib import Path
 import yaml
 
 from bench import report
-from bench.loadgen import REPO, bench_env
+from bench.loadgen import REPO, bench_env, spawn_pinned
 from bench.peers import PORTKEY_VERSION, Unavailable
 from bench.procs import (
     ForeignCpu,
@@ -57,7 +57,6 @@ from bench.procs import (
     choose_placement,
     free_port,
     pin_tree,
-    pinned_argv,
     raise_priority,
     rss_bytes,
     tree_pids,
@@ -305,17 +304,7 @@ def _generators(
             "--stream-timeout",
             f"{max(60.0, 4 * stream_s + 30):.0f}",
         ]
-        out.append(
-            subprocess.Popen(
-                pinned_argv(argv, cores),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                env=bench_env(),
-                cwd=REPO,
-                start_new_session=True,
-            )
-        )
+        out.append(spawn_pinned(argv, cores))
     return out
 
 
