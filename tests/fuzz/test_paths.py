@@ -36,10 +36,15 @@ def _query() -> st.SearchStrategy[str]:
     return st.lists(st.tuples(names, values), max_size=4).map(lambda pairs: "&".join(f"{n}={v}" for n, v in pairs))
 
 
-def _envelope(path: str) -> str:
+def _envelope(path: str, query: str) -> str:
     """Gemini's envelope under its prefixes (``/v1/models/...`` is Gemini's too: the OpenAI surface has
-    no route there), OpenAI's elsewhere."""
-    return "gemini" if path.startswith(("/v1beta/", "/v1/models/")) else "openai"
+    no route there), and on ``GET /v1/models`` asked with ``?key=`` (how google-genai lists models, so
+    the gateway answers it as Gemini); OpenAI's elsewhere."""
+    if path.startswith(("/v1beta/", "/v1/models/")):
+        return "gemini"
+    if path.rstrip("/") == "/v1/models" and any(p.split("=", 1)[0] == "key" for p in query.split("&")):
+        return "gemini"
+    return "openai"
 
 
 @fuzz_settings(120)
@@ -70,7 +75,8 @@ def test_hostile_paths_and_queries(fuzzed: FuzzGateway, kind: str, segment: str,
         check_no_fault(reply.status_code, reply.content)
         assert reply.status_code == 400, reply.status_code
         return
-    fuzzed.check(_envelope(reply.request.url.path), reply)  # as sent: httpx resolves dot segments
+    # As sent: httpx resolves dot segments (``/v1/models/.`` goes out as ``/v1/models/``).
+    fuzzed.check(_envelope(reply.request.url.path, reply.request.url.query.decode()), reply)
 
 
 def test_stored_response_survives_path_fuzzing(fuzzed: FuzzGateway) -> None:
