@@ -29,7 +29,7 @@ CHUNKS: Final = 6
 CHUNK_DELAY_MS: Final = 2.0
 """A little time between chunks, so a stream is really in flight when a process is killed under it."""
 HEALTHY: Final[dict[str, Any]] = {"text": TEXT, "chunks": CHUNKS, "chunk_delay_ms": CHUNK_DELAY_MS}
-STALL_TIMEOUT_S: Final = 0.5
+STALL_TIMEOUT_S: Final = 1.0
 """``stream.stall_timeout_s`` in the stall profiles: how long a silent stream is waited on."""
 RELAXED_STALL_TIMEOUT_S: Final = 10.0
 """``stream.stall_timeout_s`` everywhere else. The clients, the gateway and the simulator share one
