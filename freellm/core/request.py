@@ -23,7 +23,6 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainValidator,
-    PrivateAttr,
     TypeAdapter,
     ValidationError,
     field_validator,
@@ -190,10 +189,6 @@ class ChatRequest(BaseModel):
     reasoning: Any = None
     """Accepted for ``reasoning:{effort}``; never forwarded (the flat ``reasoning_effort`` is)."""
 
-    _wire: dict[str, Any] | None = PrivateAttr(default=None)
-    _stats: tuple[int, int] | None = PrivateAttr(default=None)
-    _schemas: dict[str, dict[str, Any]] | None = PrivateAttr(default=None)
-
     # ---- normalisation ----------------------------------------------------------------------------
 
     @field_validator("messages")
@@ -213,6 +208,9 @@ class ChatRequest(BaseModel):
 
     @model_validator(mode="after")
     def _fold_fields(self) -> Self:
+        # The derived values' cache (see _cache): set here rather than declared as pydantic private
+        # attributes, whose per-instance default machinery cost more than the rest of validation.
+        object.__setattr__(self, "__pydantic_private__", _empty_cache())
         # The model is frozen; these are the only two writes, made while it is still being built.
         if self.max_tokens is None and self.max_completion_tokens is not None:
             self.__dict__["max_tokens"] = self.max_completion_tokens
@@ -330,8 +328,14 @@ class ChatRequest(BaseModel):
 
     def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
         new = super().model_copy(update=update, deep=deep)
-        new.__pydantic_private__ = {"_wire": None, "_stats": None, "_schemas": None}
+        object.__setattr__(new, "__pydantic_private__", _empty_cache())
         return new
+
+
+def _empty_cache() -> dict[str, Any]:
+    """A request's derived values, none computed yet: the upstream body's base, the content
+    statistics and the tool schemas."""
+    return {"_wire": None, "_stats": None, "_schemas": None}
 
 
 _MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message], config=ConfigDict(strict=True))
@@ -339,7 +343,6 @@ _FORWARDED = tuple(n for n in ChatRequest.model_fields if n not in _NOT_FORWARDE
 
 
 # ---- parsing ----------------------------------------------------------------------------------------
-
 
 
 _UNSERIALISABLE = "Invalid request: body: Input is nested too deeply or is not valid JSON"
