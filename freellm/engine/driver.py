@@ -9,7 +9,6 @@ answer (:mod:`freellm.engine.continuation`): then :class:`StreamDied` goes to th
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 from freellm.config import Settings
 from freellm.core.chunks import Chunk
@@ -102,18 +101,25 @@ async def drive_attempt(
             upstream = await attempt.provider.open(
                 body, attempt.key, stream=sink.streaming, timeouts=attempt_timeouts(settings, attempt)
             )
-            async for chunk in upstream:
-                out = pump.feed(chunk if splice is None else splice.chunk(chunk))
-                if ttfb_ms is None and pump.first_token:
+            whole = upstream.whole()
+            if whole is not None:  # a non-stream answer: one batch, no iteration
+                for chunk in whole:
+                    batch += pump.feed(chunk if splice is None else splice.chunk(chunk))
+                if pump.first_token:
                     ttfb_ms = int((loop.time() - started) * 1000)
-                if out:
-                    batch += out
-                # Everything one upstream read decoded goes out in one client write.
-                if batch and not upstream.buffered:
-                    if not sink.committed:
-                        hedge.reschedule(None)
-                    await sink.send(attempt, batch)
-                    batch = []
+            else:
+                async for chunk in upstream:
+                    out = pump.feed(chunk if splice is None else splice.chunk(chunk))
+                    if ttfb_ms is None and pump.first_token:
+                        ttfb_ms = int((loop.time() - started) * 1000)
+                    if out:
+                        batch += out
+                    # Everything one upstream read decoded goes out in one client write.
+                    if batch and not upstream.buffered:
+                        if not sink.committed:
+                            hedge.reschedule(None)
+                        await sink.send(attempt, batch)
+                        batch = []
             if splice is not None:
                 rest = splice.rest(pump.model)
                 if rest is not None:
@@ -158,8 +164,12 @@ async def drive_attempt(
         return await give_up()
     finally:
         if upstream is not None:
-            with contextlib.suppress(Exception):
+            # Not contextlib.suppress: two calls fewer on every request. Closing what already failed
+            # must not hide the failure.
+            try:  # noqa: SIM105
                 await upstream.aclose()
+            except Exception:
+                pass
     return outcome
 
 

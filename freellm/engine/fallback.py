@@ -26,6 +26,7 @@ from freellm.routing.learned import (
     LEARNED_SETTING,
     blocks_from_headers,
     blocks_from_text,
+    has_rate_limit_headers,
     readings,
     text_limits,
 )
@@ -271,8 +272,9 @@ class FallbackLoop:
             route.label, scope, ok=ok, now=now, ttfb_ms=outcome.ttfb_ms, duration_ms=duration_ms,
             tokens_out=outcome.tokens_out,
         )
-        if outcome.upstream_headers is not None:
-            await self._learn(attempt, scope, outcome.upstream_headers, None, now)
+        headers = outcome.upstream_headers
+        if headers is not None and has_rate_limit_headers(headers):  # most answers carry none
+            await self._learn(attempt, scope, headers, None, now)
         if ok and router.health.served(route.provider, attempt.key_id):
             await self._store.set_setting(HEALTH_SETTING, router.health.dump())
         if outcome.committed_error is not None:

@@ -46,6 +46,11 @@ class UpstreamStream(Protocol):
 
     def __aiter__(self) -> AsyncIterator[Chunk]: ...
 
+    def whole(self) -> list[Chunk] | None:
+        """Every chunk at once when the answer is already in hand (a non-stream reply, read whole),
+        handing them over; None for a stream, which is iterated."""
+        ...
+
     async def aclose(self) -> None: ...
 
 

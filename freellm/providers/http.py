@@ -230,6 +230,9 @@ class SSEStream:
         except aiohttp.ClientError as exc:
             raise transport_error(exc, mid_stream=True) from exc
 
+    def whole(self) -> None:
+        return None
+
     async def aclose(self) -> None:
         self._resp.close()
 
@@ -255,6 +258,10 @@ class CompletionStream:
         if not self._chunks:
             raise StopAsyncIteration
         return self._chunks.pop(0)
+
+    def whole(self) -> list[Chunk]:
+        chunks, self._chunks = self._chunks, []
+        return chunks
 
     async def aclose(self) -> None:
         self._chunks.clear()

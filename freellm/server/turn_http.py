@@ -153,7 +153,8 @@ async def respond_turn(
         body = orjson.dumps(render_completion(outcome))
         if on_complete is not None:
             await on_complete(outcome)
-        await _store_json(gw, ctx, body, outcome)
+        if ctx.cache_key is not None:
+            await _store_json(gw, ctx, body, outcome)
         served = outcome.attempt.route.label
         reply_headers = {
             **base_headers,
@@ -240,7 +241,7 @@ async def _replay(request: web.Request, reply: CachedReply, base_headers: dict[s
 
 
 async def _store_json(gw: Gateway, ctx: RequestContext, body: bytes, outcome: TurnOutcome) -> None:
-    """Store a complete non-stream answer (never a ``length``-truncated one)."""
+    """Store a complete non-stream answer (never a ``length``-truncated one) under the turn's cache key."""
     if ctx.cache_key is None or outcome.result.finish_reason == "length":
         return
     await gw.cache.put(

@@ -233,6 +233,9 @@ class MemoryStore:
 
     # -- cooldowns ------------------------------------------------------------------------------------
     async def get_cooldown(self, scope: str, now: float) -> CooldownRecord | None:
+        return self._live_cooldown(scope, now)
+
+    def _live_cooldown(self, scope: str, now: float) -> CooldownRecord | None:
         record = self._cooldowns.get(scope)
         if record is None:
             return None
@@ -265,6 +268,11 @@ class MemoryStore:
 
     # -- rate windows ---------------------------------------------------------------------------------
     async def usage(self, scope: str, now: float) -> UsageSnapshot:
+        return self._usage_now(scope, now)
+
+    def _usage_now(self, scope: str, now: float) -> UsageSnapshot:
+        """:meth:`usage` without the coroutine: the lease path calls it inside one synchronous step
+        (a subclass that adds other processes' counters overrides this)."""
         leased_requests = leased_tokens = 0
         leases = self._leases.get(scope)
         if leases:
@@ -328,6 +336,9 @@ class MemoryStore:
 
     # -- leases ---------------------------------------------------------------------------------------
     async def acquire_lease(self, scope: str, tokens: int, now: float, ttl_s: float) -> str:
+        return self._new_lease(scope, tokens, now, ttl_s)
+
+    def _new_lease(self, scope: str, tokens: int, now: float, ttl_s: float) -> str:
         if now > self._last_now:
             self._last_now = now
         self._lease_acquires += 1
@@ -346,20 +357,23 @@ class MemoryStore:
         """Atomic because nothing here suspends: no other request of this process runs between the
         usage read and the lease (subclasses that combine other processes' counters into ``usage``
         inherit it unchanged — their sharing is eventual by design)."""
-        usage = await self.usage(scope, now)
+        usage = self._usage_now(scope, now)
         if not within_limits(limits, usage, tokens):
             return None, usage
-        return await self.acquire_lease(scope, tokens, now, ttl_s), usage
+        return self._new_lease(scope, tokens, now, ttl_s), usage
 
     async def acquire_route_lease(
         self, scope: str, tokens: int, now: float, ttl_s: float, limits: ModelLimits, cooling: tuple[str, ...]
     ) -> LeaseAttempt:
+        # One synchronous step, no coroutine per check: this runs for every routed request.
         for cooled in cooling:
-            record = await self.get_cooldown(cooled, now)
+            record = self._live_cooldown(cooled, now)
             if record is not None:
                 return LeaseAttempt(None, _EMPTY_USAGE, (cooled, record))
-        lease_id, usage = await self.acquire_lease_within(scope, tokens, now, ttl_s, limits)
-        return LeaseAttempt(lease_id, usage)
+        usage = self._usage_now(scope, now)
+        if not within_limits(limits, usage, tokens):
+            return LeaseAttempt(None, usage)
+        return LeaseAttempt(self._new_lease(scope, tokens, now, ttl_s), usage)
 
     def batch(self) -> AbstractAsyncContextManager[None]:
         """Nothing to batch: every write here is a dictionary update."""
@@ -367,11 +381,16 @@ class MemoryStore:
 
     async def settle_lease(self, scope: str, lease_id: str, tokens: int, now: float, clear: tuple[str, ...]) -> None:
         await self.record_usage(scope, tokens, now)
+        events = self._events
         for name in clear:
-            await self.clear_events(name, scope)
-        await self.release_lease(scope, lease_id)
+            if (name, scope) in events:  # a success usually has no streak to clear: no call then
+                await self.clear_events(name, scope)
+        self._drop_lease(scope, lease_id)
 
     async def release_lease(self, scope: str, lease_id: str) -> None:
+        self._drop_lease(scope, lease_id)
+
+    def _drop_lease(self, scope: str, lease_id: str) -> None:
         leases = self._leases.get(scope)
         if leases is not None and leases.remove(lease_id) and not leases:
             del self._leases[scope]

@@ -95,8 +95,8 @@ class SharedSQLiteStore(SQLiteStore):
         super()._load(loaded, now)
 
     # -- reads: own state plus the other workers' last snapshot ---------------------------------------
-    async def usage(self, scope: str, now: float) -> UsageSnapshot:
-        own = await super().usage(scope, now)
+    def _usage_now(self, scope: str, now: float) -> UsageSnapshot:
+        own = super()._usage_now(scope, now)
         other = self._others.get(scope)
         if other is None:
             return own
