@@ -17,8 +17,9 @@ from pydantic import ValidationError
 from freellm.compression.engines import EngineParams
 from freellm.compression.filters import BUILTIN_RULES, CompiledRule, load_custom_filters
 from freellm.compression.frozen import FrozenPrompts, cache_control_prefix
-from freellm.compression.gate import SpanCache, check
+from freellm.compression.gate import check
 from freellm.compression.registry import ENGINE_IDS, ENGINES, MODE_ENGINES
+from freellm.compression.spancache import SpanCache
 from freellm.compression.stats import Stats
 from freellm.compression.types import EngineContext, Message, ToolCall, message_chars
 from freellm.config import CompressionConfig, ConfigError
@@ -225,7 +226,7 @@ class Compressor:
             if not verdict.ok:
                 stages.append(StageReport(spec.id, False, verdict.reason, 0, verdict.detail))
                 continue
-            after = sum(message_chars(m) for m in result.messages)
+            after = current + verdict.delta  # unchanged slots keep their size
             stages.append(StageReport(spec.id, True, "applied", current - after))
             work = result.messages
             current = after

@@ -28,8 +28,9 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from freellm.compression.protect import Spans, norm_line, spans_of, strip_ansi
-from freellm.compression.types import TOOL_ROLES, Message, message_chars, message_text
+from freellm.compression.protect import fence_ranges, norm_line, strip_ansi
+from freellm.compression.spancache import SpanCache
+from freellm.compression.types import TOOL_ROLES, Message, message_chars
 
 __all__ = ["JSON_KEY_SHARE", "OTHER_SPAN_SHARE", "SpanCache", "Verdict", "check"]
 
@@ -42,40 +43,13 @@ class Verdict:
     reason: str
     """``applied`` | ``unchanged`` | ``inflation`` | ``fidelity``."""
     detail: str = ""
+    delta: int = 0
+    """How many characters the engine's output changes the request's size by (negative: smaller): the
+    gate sums it anyway, so the compressor keeps its running total without measuring every message."""
 
     @property
     def ok(self) -> bool:
         return self.reason == "applied"
-
-
-class SpanCache:
-    """Per-``compress``-call memo of each text's spans (engines run one after another over mostly the same
-    messages, so every text is scanned once)."""
-
-    __slots__ = ("_spans", "_texts")
-
-    def __init__(self) -> None:
-        self._spans: dict[tuple[str, bool], Spans] = {}
-        self._texts: dict[int, tuple[Message, str]] = {}
-
-    def text(self, m: Message) -> str:
-        hit = self._texts.get(id(m))
-        if hit is not None and hit[0] is m:
-            return hit[1]
-        t = message_text(m)
-        self._texts[id(m)] = (m, t)
-        return t
-
-    def spans(self, text: str, *, instructions: bool) -> Spans:
-        key = (text, instructions)
-        hit = self._spans.get(key)
-        if hit is None:
-            hit = spans_of(text, instructions=instructions)
-            self._spans[key] = hit
-        return hit
-
-    def message_spans(self, m: Message) -> Spans:
-        return self.spans(self.text(m), instructions=m.get("role") not in TOOL_ROLES)
 
 
 def _ids(m: Message) -> set[str]:
@@ -162,23 +136,35 @@ def check(
         return Verdict("unchanged")
     delta = sum(message_chars(after[i]) - message_chars(before[i]) for i in changed)
     if delta >= 0:
-        return Verdict("inflation", f"{delta:+d} chars")
+        return Verdict("inflation", f"{delta:+d} chars", delta)
+    if _nothing_lost(before, after, changed, dropped, cache):
+        verdict = _ids_verdict(before, after, changed)
+    else:
+        verdict = _judge(before, after, changed, dropped, cache)
+    return Verdict(verdict.reason, verdict.detail, delta)
 
+
+def _judge(
+    before: Sequence[Message | None],
+    after: Sequence[Message | None],
+    changed: Sequence[int],
+    dropped: Mapping[int, Sequence[str]],
+    cache: SpanCache,
+) -> Verdict:
+    """The requirements of the module docstring, each span set computed in full (and so worded verdicts)."""
     numbers: set[str] = set()
     other: set[str] = set()
     keys: set[str] = set()
     lines: set[str] = set()
-    ids: set[str] = set()
     for i in changed:
         m = before[i]
         if m is None:
             continue
-        ids |= _ids(m)
         full = cache.message_spans(m)
         lines |= full.errors | full.hunks
         drops = dropped.get(i)
         if drops:
-            kept = spans_of(_kept_text(cache.text(m), drops), instructions=m.get("role") not in TOOL_ROLES)
+            kept = cache.spans(_kept_text(cache.text(m), drops), instructions=m.get("role") not in TOOL_ROLES)
         else:
             kept = full
         numbers |= kept.numbers
@@ -198,6 +184,17 @@ def check(
     miss = have.missing(sorted(keys), have.keys, substring=True)
     if keys and len(keys) - len(miss) < JSON_KEY_SHARE * len(keys):
         return Verdict("fidelity", f"{len(miss)} of {len(keys)} JSON keys lost")
+    return _ids_verdict(before, after, changed)
+
+
+def _ids_verdict(
+    before: Sequence[Message | None], after: Sequence[Message | None], changed: Sequence[int]
+) -> Verdict:
+    ids: set[str] = set()
+    for i in changed:
+        m = before[i]
+        if m is not None:
+            ids |= _ids(m)
     if ids:
         left: set[str] = set()
         for m in after:
@@ -207,3 +204,109 @@ def check(
         if lost:
             return Verdict("fidelity", f"tool ids lost: {', '.join(sorted(lost)[:5])}")
     return Verdict("applied")
+
+
+# The quick proof. Most of an engine's output keeps most lines of the messages it rewrites (lite trims
+# trailing blanks, dedup's marker points at an earlier copy), so instead of scanning every rewritten text
+# for its spans, the gate first tries to show that nothing can be missing, and only judges in full when
+# it cannot. It is exact, never a guess: it answers True only when _judge would find no span, number or
+# line missing (the tool ids are then checked as usual), because
+#
+# - every span but a fenced block lies within one line (no pattern crosses a "\n") and starts and ends
+#   with a non-space, so it lies within that line stripped; a stripped line present in the compressed
+#   request brings its spans along, and "present" is all _judge asks of a span or line (the compressed
+#   request's own spans are substrings of it too, so the substring search decides alone);
+# - number literals are found line by line (the pattern consumes neither "\n" nor spaces, and a line
+#   boundary looks like the text's edge to its lookarounds), so a line whose stripped form is a line of a
+#   compressed message has its number literals among that message's;
+# - ANSI codes are stripped before spans are found, and an escape sequence may run across lines or
+#   messages: any escape character anywhere sends the engine's output to the full judgement.
+
+
+class _Request:
+    """The compressed request as the quick proof sees it: its texts, lazily joined, every line of them
+    (stripped), and, per text, its number literals."""
+
+    __slots__ = ("_cache", "_joined", "_lines", "texts")
+
+    def __init__(self, after: Sequence[Message | None], cache: SpanCache) -> None:
+        self._cache = cache
+        self.texts = [cache.text(m) for m in after if m is not None]
+        self._joined: str | None = None
+        self._lines: frozenset[str] | None = None
+
+    def lines(self) -> frozenset[str]:
+        if self._lines is None:
+            self._lines = frozenset().union(*(self._cache.lines(t) for t in self.texts))
+        return self._lines
+
+    def contains(self, span: str, own: str | None) -> bool:
+        """Whether ``span`` appears anywhere (``own``, the rewritten message's text, is searched first)."""
+        if own is not None and span in own:
+            return True
+        if self._joined is None:
+            self._joined = "\n".join(self.texts)
+        return span in self._joined
+
+    def has_number(self, number: str, own: str | None) -> bool:
+        """Whether ``number`` is a number literal of some message (``own`` first; a message that does not
+        even contain it as a substring is not scanned)."""
+        numbers = self._cache.numbers
+        if own is not None and number in own and number in numbers(own):
+            return True
+        return any(number in t and number in numbers(t) for t in self.texts)
+
+
+def _nothing_lost(
+    before: Sequence[Message | None],
+    after: Sequence[Message | None],
+    changed: Sequence[int],
+    dropped: Mapping[int, Sequence[str]],
+    cache: SpanCache,
+) -> bool:
+    """True when no requirement but the tool ids can fail (see the comment above); False: not shown."""
+    req = _Request(after, cache)
+    if any("\x1b" in t for t in req.texts):
+        return False
+    for i in changed:
+        m = before[i]
+        if m is None:
+            continue
+        text = cache.text(m)
+        if "\x1b" in text:
+            return False
+        a = after[i]
+        own = cache.text(a) if a is not None else None
+        drops = dropped.get(i)
+        if not drops and _lines_survive(text, own, req, cache):
+            continue
+        if not _spans_survive(m, text, own, drops, req, cache):
+            return False
+    return True
+
+
+def _lines_survive(text: str, own: str | None, req: _Request, cache: SpanCache) -> bool:
+    """Every non-blank line of ``text``, stripped, is a line of the compressed request, and so is every
+    fenced block (the one multi-line span) a substring of it."""
+    need = cache.lines(text)
+    if own is not None:
+        need = need - cache.lines(own)
+    if need and not need <= req.lines():
+        return False
+    if "```" in text or "~~~" in text:
+        return all(req.contains(text[a:b], own) for a, b in fence_ranges(text))
+    return True
+
+
+def _spans_survive(
+    m: Message, text: str, own: str | None, drops: Sequence[str] | None, req: _Request, cache: SpanCache
+) -> bool:
+    """Every required span of one rewritten message, found and looked up one by one."""
+    instructions = m.get("role") not in TOOL_ROLES
+    full = cache.spans(text, instructions=instructions)
+    kept = cache.spans(_kept_text(text, drops), instructions=instructions) if drops else full
+    if not all(req.has_number(n, own) for n in kept.numbers):
+        return False
+    return all(
+        req.contains(s, own) for group in (full.errors, full.hunks, kept.other, kept.json_keys) for s in group
+    )

@@ -17,6 +17,11 @@ Categories (the fidelity gate checks each with its own threshold, see :mod:`free
 
 Every pattern is linear-time on adversarial input (no nested unbounded quantifiers over overlapping
 classes) and compiled once at import.
+
+Every span but a fenced block lies within one line and starts and ends with a non-space (or is
+stripped), and number literals are found line by line: the gate's quick proof
+(:mod:`freellm.compression.gate`) relies on both, so a pattern that breaks either must change it too
+(tests/unit/compression/test_gate_reuse.py compares the proof with the full judgement).
 """
 
 from __future__ import annotations
