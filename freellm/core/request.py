@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal, Self, cast
+from typing import Annotated, Any, Literal, Self
 
 import orjson
 from pydantic import (
@@ -223,11 +223,13 @@ class ChatRequest(BaseModel):
     @property
     def requested_model(self) -> str:
         """The client's model id, or ``"auto"`` when absent, empty, ``auto`` or ``auto:``."""
-        m = self.model
+        cache: dict[str, Any] = self.__pydantic_private__  # type: ignore[assignment]
+        m: str | None = cache["_model"]
         if m is None:
-            return "auto"
-        m = m.strip()
-        return "auto" if m.lower() in _AUTO_MODELS else m
+            m = self.model
+            m = "auto" if m is None or (m := m.strip()).lower() in _AUTO_MODELS else m
+            cache["_model"] = m
+        return m
 
     @property
     def wants_tools(self) -> bool:
@@ -267,7 +269,7 @@ class ChatRequest(BaseModel):
     @property
     def _cache(self) -> dict[str, Any]:
         # Read the private-attribute dict directly: pydantic's __getattr__ path costs ~1 µs per access.
-        return cast(dict[str, Any], self.__pydantic_private__)
+        return self.__pydantic_private__  # type: ignore[return-value]
 
     def _content_stats(self) -> tuple[int, int]:
         cache = self._cache
@@ -334,8 +336,8 @@ class ChatRequest(BaseModel):
 
 def _empty_cache() -> dict[str, Any]:
     """A request's derived values, none computed yet: the upstream body's base, the content
-    statistics and the tool schemas."""
-    return {"_wire": None, "_stats": None, "_schemas": None}
+    statistics, the tool schemas and the requested model."""
+    return {"_wire": None, "_stats": None, "_schemas": None, "_model": None}
 
 
 _MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message], config=ConfigDict(strict=True))
