@@ -149,12 +149,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def check_compression(settings: Settings, data_dir: Path, source: str | None) -> None:
     """Build the compressor once so a bad engine name or tunable is a start-up error (ConfigError), not
-    a traceback from inside the server."""
-    from freellm.compression import Compressor
+    a traceback from inside the server. Compression not configured at all: nothing could fail, and
+    ``freellm.compression`` is not imported (the server builds it on first use)."""
+    from freellm.server.state import build_compressor, compression_configured
 
     cfg = settings.compression
+    if not compression_configured(cfg, data_dir):
+        return
     try:
-        Compressor(cfg, filters_dir=cfg.filters_dir or data_dir / "filters")
+        build_compressor(cfg, data_dir)
     except ConfigError as exc:
         raise ConfigError(f"config {source or '(built-in defaults)'}: {exc}") from None
 

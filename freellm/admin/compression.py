@@ -1,7 +1,8 @@
 """``GET /admin/compression/stats`` and ``POST /admin/compression/preview`` (docs/compression.md).
 
 The preview runs the compressor on a chat request exactly as a request would be compressed — same
-engines, same gate — and records nothing: no statistics, no frozen-prompt memory.
+engines, same gate — and records nothing: no statistics, no frozen-prompt memory. With compression not
+configured the compressor is built by the first of these calls (:meth:`Gateway.ensure_compressor`).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def register(app: web.Application) -> None:
 async def compression_stats(request: web.Request) -> web.Response:
     gw = request.app[GATEWAY]
     return web.json_response(
-        {**gw.compressor.stats(), "mode": gw.settings.compression.mode}, headers=request[BASE_HEADERS]
+        {**gw.ensure_compressor().stats(), "mode": gw.settings.compression.mode}, headers=request[BASE_HEADERS]
     )
 
 
@@ -55,7 +56,8 @@ async def compression_preview(request: web.Request) -> web.Response:
         return web.json_response(
             {"mode": "off", "messages": messages, "saved_tokens": 0, "stages": []}, headers=request[BASE_HEADERS]
         )
-    outcome = gw.compressor.compress(messages, mode=mode, target_tokens=gw.settings.compression.target_tokens, record=False)
+    compressor = gw.ensure_compressor()
+    outcome = compressor.compress(messages, mode=mode, target_tokens=gw.settings.compression.target_tokens, record=False)
     return web.json_response(
         {
             "mode": mode,

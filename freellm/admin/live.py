@@ -201,12 +201,12 @@ def build_upstreams(
 
 async def apply_settings(gw: Gateway, settings: Settings) -> None:
     """Run the gateway on ``settings`` from the next request on (see the module doc)."""
-    from freellm.compression import Compressor
     from freellm.engine.fallback import FallbackLoop
     from freellm.engine.pipeline.build import build_pipeline
     from freellm.engine.turn import Engine
     from freellm.routing.catalog import Catalog
     from freellm.routing.sessions import SessionMemory
+    from freellm.server.state import build_compressor, compression_configured
 
     catalog = Catalog(settings)
     added = gw.live.overlay.provider_names() if gw.live is not None else frozenset()
@@ -216,8 +216,9 @@ async def apply_settings(gw: Gateway, settings: Settings) -> None:
     gw.cache.config = settings.cache
     compressor = gw.compressor
     if settings.compression != gw.settings.compression:
-        filters = settings.compression.filters_dir or gw.data_dir / "filters"
-        compressor = Compressor(settings.compression, filters_dir=filters)
+        # As at start-up: built now when configured (a bad one fails the reload), else on first use.
+        configured = compression_configured(settings.compression, gw.data_dir)
+        compressor = build_compressor(settings.compression, gw.data_dir) if configured else None
     sessions = SessionMemory(settings.sessions, gw.store)
     pipeline = build_pipeline(settings, router, compressor=compressor, cache=gw.cache, sessions=sessions)
     gw.engine = Engine(settings, router, FallbackLoop(settings, router, gw.store), pipeline)

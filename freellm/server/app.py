@@ -16,7 +16,6 @@ from aiohttp import web
 from freellm.admin.live import LiveConfig, RuntimeKey, build_upstreams
 from freellm.admin.watch import SettingsWatcher
 from freellm.cache.store import ResponseCache
-from freellm.compression import Compressor
 from freellm.config import ClientKeyConfig, Settings
 from freellm.engine.fallback import FallbackLoop
 from freellm.engine.pipeline.build import build_pipeline
@@ -32,7 +31,7 @@ from freellm.server.auth import ClientKeys
 from freellm.server.auth_limit import AuthFailureLimiter
 from freellm.server.middleware import IPRateLimiter, edge_middleware, guard_expect_continue
 from freellm.server.protocol_log import ProtocolLogger
-from freellm.server.state import GATEWAY, Gateway
+from freellm.server.state import GATEWAY, Gateway, build_compressor, compression_configured
 from freellm.store.factory import store_from_settings
 
 __all__ = ["create_app", "default_data_dir"]
@@ -96,7 +95,9 @@ def create_app(
         prober = Prober(settings.health, router, store)
         cache = ResponseCache(settings.cache, store)
         await cache.open()
-        compressor = Compressor(settings.compression, filters_dir=settings.compression.filters_dir or data_dir / "filters")
+        # Not configured: built on first use (Gateway.ensure_compressor), so freellm.compression is not imported.
+        compression = settings.compression
+        compressor = build_compressor(compression, data_dir) if compression_configured(compression, data_dir) else None
         sessions = SessionMemory(settings.sessions, store)
         pipeline = build_pipeline(settings, router, compressor=compressor, cache=cache, sessions=sessions)
         engine = Engine(settings, router, FallbackLoop(settings, router, store), pipeline)

@@ -11,8 +11,7 @@ import aiohttp
 from aiohttp import web
 
 from freellm.cache.store import ResponseCache
-from freellm.compression import Compressor
-from freellm.config import Settings
+from freellm.config import CompressionConfig, Settings
 from freellm.engine.turn import Engine
 from freellm.routing.catalog import Catalog
 from freellm.routing.router import Router
@@ -22,12 +21,38 @@ from freellm.store.base import StateStore
 
 if TYPE_CHECKING:
     from freellm.admin.live import LiveConfig
+    from freellm.compression import Compressor
     from freellm.metrics import Metrics
     from freellm.routing.probes import Prober
     from freellm.secrets import KeyVault
     from freellm.server.middleware import IPRateLimiter
 
-__all__ = ["BASE_HEADERS", "CLIENT", "GATEWAY", "REQUEST_ID", "Gateway"]
+__all__ = ["BASE_HEADERS", "CLIENT", "GATEWAY", "REQUEST_ID", "Gateway", "build_compressor", "compression_configured"]
+
+
+def compression_configured(config: CompressionConfig, data_dir: Path) -> bool:
+    """Whether the operator asked for compression at all: a mode, engine settings, an explicit
+    ``filters_dir``, or custom filter files in the default one (``<data dir>/filters``).
+
+    Then the compressor is built at start-up (and on a reload), so a bad engine name or tunable is a
+    start-up error and a broken filter file is logged at once, as always. Otherwise building it could
+    neither fail nor warn, so it waits for its first use (:meth:`Gateway.ensure_compressor`) and
+    ``freellm.compression`` — a sizeable share of the start-up imports — is never loaded by a gateway
+    that does not compress."""
+    if config.mode != "off" or config.engines or config.filters_dir is not None:
+        return True
+    default = data_dir / "filters"
+    try:
+        return default.is_dir() and any(default.glob("*.json"))
+    except OSError:  # unreadable: building the compressor reports it as it always did
+        return True
+
+
+def build_compressor(config: CompressionConfig, data_dir: Path) -> Compressor:
+    """The app's compressor for ``config`` (raises ConfigError for a bad engine name or tunable)."""
+    from freellm.compression import Compressor
+
+    return Compressor(config, filters_dir=config.filters_dir or data_dir / "filters")
 
 
 @dataclass(slots=True)
@@ -42,7 +67,9 @@ class Gateway:
     client_keys: ClientKeys
     ip_limiter: IPRateLimiter
     cache: ResponseCache
-    compressor: Compressor
+    compressor: Compressor | None
+    """Built at start-up when :func:`compression_configured`, else None until
+    :meth:`ensure_compressor` builds it (the admin stats and preview)."""
     live: LiveConfig | None = None
     """The YAML base, the admin overlay and the run-time keys (the admin API changes these)."""
     vault: KeyVault | None = None
@@ -69,6 +96,13 @@ class Gateway:
     interrupted: set[asyncio.Task[Any]] = field(default_factory=set)
     """Turns cancelled by :meth:`interrupt_turns` that have not yet claimed it."""
     grace_timer: asyncio.TimerHandle | None = None
+
+    def ensure_compressor(self) -> Compressor:
+        """The compressor, built now if compression was not configured at start-up (or reload): the
+        admin routes answer exactly as if it had been built then (a new one has zero counters)."""
+        if self.compressor is None:
+            self.compressor = build_compressor(self.settings.compression, self.data_dir)
+        return self.compressor
 
     def interrupt_turns(self) -> None:
         """The shutdown grace ran out: cancel every turn still running (each then ends in-band)."""

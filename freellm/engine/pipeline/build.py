@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from freellm.cache.store import ResponseCache
-from freellm.compression import Compressor
 from freellm.config import Settings
 from freellm.engine.pipeline import Pipeline, Stage
 from freellm.engine.pipeline.budget import BudgetStage
 from freellm.engine.pipeline.cache_lookup import CacheLookupStage
-from freellm.engine.pipeline.compress import CompressStage
 from freellm.engine.pipeline.gates import GatesStage
 from freellm.engine.pipeline.images import ImageStage
 from freellm.engine.pipeline.profile import ProfileStage
 from freellm.engine.pipeline.session import SessionStage
 from freellm.routing.router import Router
 from freellm.routing.sessions import SessionMemory
+
+if TYPE_CHECKING:
+    from freellm.compression import Compressor
 
 __all__ = ["build_pipeline"]
 
@@ -32,6 +35,10 @@ def build_pipeline(
     whenever it exists, because a request's own ``X-FreeLLM-Cache: on`` may turn it on."""
     stages: list[Stage] = []
     if compressor is not None and settings.compression.mode != "off":
+        # Imported only here: the stage pulls in freellm.compression, which a gateway that does not
+        # compress never loads.
+        from freellm.engine.pipeline.compress import CompressStage
+
         stages.append(
             CompressStage(compressor, settings.compression, image_tokens=settings.routing.image_token_estimate)
         )
