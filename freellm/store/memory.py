@@ -46,150 +46,21 @@ from freellm.store.base import (
     route_order,
     within_limits,
 )
+from freellm.store.windows import (
+    DAY_BUCKET_S,
+    DAY_S,
+    LEASE_SWEEP_EVERY,
+    MINUTE_BUCKET_S,
+    MINUTE_S,
+    EventLog,
+    LeaseSet,
+    ScopeUsage,
+)
 
 if TYPE_CHECKING:
     from freellm.config import ModelLimits
 
 __all__ = ["DAY_S", "MINUTE_S", "MemoryStore", "analytics_of"]
-
-MINUTE_S: Final = 60.0
-DAY_S: Final = 86_400.0
-
-_MINUTE_BUCKET_S: Final = 1.0
-_DAY_BUCKET_S: Final = 60.0
-_LEASE_SWEEP_EVERY: Final = 1024
-"""Sweep every scope's leases once per this many acquisitions (leases normally go by release)."""
-
-
-class _Window:
-    """A sliding window of (requests, tokens) in fixed-width buckets with running sums."""
-
-    __slots__ = ("buckets", "requests", "span", "tokens", "width")
-
-    def __init__(self, width: float, span: float) -> None:
-        self.width = width
-        self.span = span
-        self.buckets: deque[list[int]] = deque()
-        """``[bucket_index, requests, tokens]``, oldest first; bucket i covers [i·width, (i+1)·width)."""
-        self.requests = 0
-        self.tokens = 0
-
-    def add_at(self, index: int, requests: int, tokens: int) -> None:
-        buckets = self.buckets
-        if buckets and buckets[-1][0] >= index:
-            # Same bucket, or a caller's ``now`` slightly behind the newest one: fold it into the newest
-            # bucket (it then ages out a little later — the conservative side).
-            last = buckets[-1]
-            last[1] += requests
-            last[2] += tokens
-        else:
-            buckets.append([index, requests, tokens])
-        self.requests += requests
-        self.tokens += tokens
-
-    def add(self, now: float, requests: int, tokens: int) -> None:
-        self.add_at(int(now // self.width), requests, tokens)
-
-    def prune(self, now: float) -> None:
-        buckets = self.buckets
-        if not buckets:
-            return
-        cutoff = now - self.span
-        width = self.width
-        while buckets and (buckets[0][0] + 1) * width <= cutoff:
-            _, requests, tokens = buckets.popleft()
-            self.requests -= requests
-            self.tokens -= tokens
-
-    def frees_at(self) -> float | None:
-        """When the oldest bucket leaves the window (after :meth:`prune`); None when empty."""
-        buckets = self.buckets
-        if not buckets:
-            return None
-        return (buckets[0][0] + 1) * self.width + self.span
-
-
-class _LeaseSet:
-    """One scope's live leases with their token sum kept as they come and go, so counting them is O(1).
-
-    A gateway holding thousands of streams on one key holds as many leases on it, and every routing
-    decision reads that count: scanning the leases for expired ones on each read made a request cost
-    O(open streams) (28 % of a worker's CPU with 4,000 streams open). Leases are nearly always released;
-    expiry is the safety net for a turn that never released its lease, so the set is scanned only once
-    ``now`` passes ``min_expiry``, a lower bound of the earliest expiry (exact after a scan, left as is
-    when a lease is released): with streams shorter than the lease TTL that is once per TTL or so.
-    """
-
-    __slots__ = ("leases", "min_expiry", "tokens")
-
-    def __init__(self) -> None:
-        self.leases: dict[str, tuple[int, float]] = {}
-        """lease id → (tokens, expiry)."""
-        self.tokens = 0
-        self.min_expiry = float("inf")
-
-    def __len__(self) -> int:
-        return len(self.leases)
-
-    def __contains__(self, lease_id: object) -> bool:
-        return lease_id in self.leases
-
-    def add(self, lease_id: str, tokens: int, expiry: float) -> None:
-        self.leases[lease_id] = (tokens, expiry)
-        self.tokens += tokens
-        if expiry < self.min_expiry:
-            self.min_expiry = expiry
-
-    def remove(self, lease_id: str) -> bool:
-        got = self.leases.pop(lease_id, None)
-        if got is None:
-            return False
-        self.tokens -= got[0]
-        return True
-
-    def prune(self, now: float) -> None:
-        """Drop the leases expired at ``now`` (a scan only when one may have)."""
-        if now < self.min_expiry:
-            return
-        live = {k: v for k, v in self.leases.items() if v[1] > now}
-        self.leases = live
-        self.tokens = sum(t for t, _ in live.values())
-        self.min_expiry = min((e for _, e in live.values()), default=float("inf"))
-
-
-class _ScopeUsage:
-    __slots__ = ("day", "minute")
-
-    def __init__(self) -> None:
-        self.minute = _Window(_MINUTE_BUCKET_S, MINUTE_S)
-        self.day = _Window(_DAY_BUCKET_S, DAY_S)
-
-
-class _EventLog:
-    __slots__ = ("horizon", "times")
-
-    def __init__(self, cap: int) -> None:
-        self.times: deque[float] = deque(maxlen=cap)
-        self.horizon = 0.0
-        """The longest window ever asked for this (name, scope): older events can be dropped."""
-
-    def prune(self, now: float, window_s: float) -> None:
-        if window_s > self.horizon:
-            self.horizon = window_s
-        times = self.times
-        cutoff = now - self.horizon
-        while times and times[0] <= cutoff:
-            times.popleft()
-
-    def count(self, now: float, window_s: float) -> int:
-        cutoff = now - window_s
-        n = 0
-        for ts in reversed(self.times):
-            if ts <= cutoff:
-                break
-            n += 1
-        return n
-
 
 class MemoryStore:
     """Implements :class:`~freellm.store.base.StateStore` entirely in memory (nothing survives a restart).
@@ -201,15 +72,15 @@ class MemoryStore:
         self, *, request_log_size: int = 10_000, event_cap: int = 10_000, response_cap: int = 10_000
     ) -> None:
         self._cooldowns: dict[str, CooldownRecord] = {}
-        self._usage: dict[str, _ScopeUsage] = {}
-        self._leases: dict[str, _LeaseSet] = {}
+        self._usage: dict[str, ScopeUsage] = {}
+        self._leases: dict[str, LeaseSet] = {}
         """scope → its live leases (lease id → (tokens, expiry))."""
         self._lease_ids: Iterator[int] = itertools.count(1)
         self._lease_prefix = secrets.token_hex(4)
         self._lease_acquires = 0
         self._last_now = 0.0
         """Newest ``now`` a lease operation saw: the clock for :meth:`lease_count`, which takes none."""
-        self._events: dict[tuple[str, str], _EventLog] = {}
+        self._events: dict[tuple[str, str], EventLog] = {}
         self._event_cap = event_cap
         self._requests: deque[RequestLogRow] = deque(maxlen=request_log_size)
         self._settings: dict[str, str] = {}
@@ -306,7 +177,7 @@ class MemoryStore:
     def _record_usage(self, scope: str, tokens: int, now: float) -> None:
         su = self._usage.get(scope)
         if su is None:
-            su = self._usage[scope] = _ScopeUsage()
+            su = self._usage[scope] = ScopeUsage()
         minute = su.minute
         day = su.day
         minute.prune(now)
@@ -326,12 +197,12 @@ class MemoryStore:
         """
         su = self._usage.get(scope)
         if su is None:
-            su = self._usage[scope] = _ScopeUsage()
+            su = self._usage[scope] = ScopeUsage()
         su.day.add_at(minute_index, requests, tokens)
         last_second = min(
-            int((minute_index + 1) * _DAY_BUCKET_S - _MINUTE_BUCKET_S), int(now // _MINUTE_BUCKET_S)
+            int((minute_index + 1) * DAY_BUCKET_S - MINUTE_BUCKET_S), int(now // MINUTE_BUCKET_S)
         )
-        if (last_second + 1) * _MINUTE_BUCKET_S > now - MINUTE_S:
+        if (last_second + 1) * MINUTE_BUCKET_S > now - MINUTE_S:
             su.minute.add_at(last_second, requests, tokens)
 
     # -- leases ---------------------------------------------------------------------------------------
@@ -342,12 +213,12 @@ class MemoryStore:
         if now > self._last_now:
             self._last_now = now
         self._lease_acquires += 1
-        if self._lease_acquires % _LEASE_SWEEP_EVERY == 0:
+        if self._lease_acquires % LEASE_SWEEP_EVERY == 0:
             self._sweep_leases(now)
         lease_id = f"{self._lease_prefix}-{next(self._lease_ids)}"
         leases = self._leases.get(scope)
         if leases is None:
-            leases = self._leases[scope] = _LeaseSet()
+            leases = self._leases[scope] = LeaseSet()
         leases.add(lease_id, tokens, now + ttl_s)
         return lease_id
 
@@ -413,7 +284,7 @@ class MemoryStore:
         key = (name, scope)
         log = self._events.get(key)
         if log is None:
-            log = self._events[key] = _EventLog(self._event_cap)
+            log = self._events[key] = EventLog(self._event_cap)
         log.prune(now, window_s)
         log.times.append(now)
         return log.count(now, window_s)
@@ -436,7 +307,7 @@ class MemoryStore:
         key = (name, scope)
         log = self._events.get(key)
         if log is None:
-            log = self._events[key] = _EventLog(self._event_cap)
+            log = self._events[key] = EventLog(self._event_cap)
         log.times.append(ts)
 
     # -- request log ----------------------------------------------------------------------------------

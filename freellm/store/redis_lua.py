@@ -11,7 +11,7 @@ Conventions shared by the scripts:
 * Rate windows: one hash per scope holds both windows (``m``: 1 s buckets over 60 s, ``d``: 60 s
   buckets over 24 h): per bucket ``<w>r<index>`` / ``<w>t<index>`` (requests, tokens), the running sums
   ``<w>R`` / ``<w>T`` and the oldest/newest bucket indexes ``<w>lo`` / ``<w>hi`` — the layout of
-  MemoryStore's ``_Window`` (same pruning rule, same fold of a late ``now`` into the newest bucket), so
+  MemoryStore's ``Window`` (freellm.store.windows) (same pruning rule, same fold of a late ``now`` into the newest bucket), so
   ``usage`` is O(1) amortised.
 * Leases: one hash per scope, lease id → ``"<expiry> <tokens>"``, and one namespace-wide sorted set of
   lease ids by expiry (for ``lease_count``); ``lnow`` is the newest ``now`` a lease operation saw.
@@ -269,7 +269,7 @@ return out
 
 EVENTS: Final = """
 -- KEYS: event set (score = ts), horizon key. ARGV: now, window, member ('' = count only), cap.
--- MemoryStore's _EventLog: events older than the longest window ever asked are dropped.
+-- MemoryStore's EventLog (freellm.store.windows): events older than the longest window ever asked are dropped.
 local function fmt(x) return string.format('%.17g', x) end
 local now, window = tonumber(ARGV[1]), tonumber(ARGV[2])
 local adding = ARGV[3] ~= ''

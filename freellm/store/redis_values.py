@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 import orjson
 
 from freellm.store.base import CooldownRecord, UsageSnapshot
-from freellm.store.memory import DAY_S, MINUTE_S
+from freellm.store.windows import DAY_BUCKET_S, DAY_S, MINUTE_BUCKET_S, MINUTE_S
 
 if TYPE_CHECKING:
     from freellm.config import ModelLimits
@@ -34,9 +34,7 @@ __all__ = [
     "with_leases",
 ]
 
-_MINUTE_BUCKET_S: Final = 1.0
-_DAY_BUCKET_S: Final = 60.0
-_USAGE_TTL_MS: Final = int((DAY_S + _DAY_BUCKET_S + 60.0) * 1000)
+_USAGE_TTL_MS: Final = int((DAY_S + DAY_BUCKET_S + 60.0) * 1000)
 """A scope's window hash outlives its newest bucket by the day window plus a bucket (then a margin)."""
 GRACE_MS: Final = 1000
 """Redis keeps an entry this much past its logical expiry: reads compare with the caller's ``now``
@@ -72,7 +70,7 @@ def cooldown(raw: bytes) -> CooldownRecord:
 
 def usage_args(tokens: int, now: float) -> list[Arg]:
     """RECORD_USAGE's (and SETTLE's) first arguments: now, its second and minute bucket, tokens, TTL."""
-    return [fnum(now), int(now // _MINUTE_BUCKET_S), int(now // _DAY_BUCKET_S), int(tokens), _USAGE_TTL_MS]
+    return [fnum(now), int(now // MINUTE_BUCKET_S), int(now // DAY_BUCKET_S), int(tokens), _USAGE_TTL_MS]
 
 
 def limit_args(limits: ModelLimits) -> list[Arg]:
@@ -90,8 +88,8 @@ def snapshot(row: list[int]) -> UsageSnapshot:
         tokens_day=dt,
         leased_requests=n,
         leased_tokens=tok,
-        minute_frees_at=None if mlo < 0 else (mlo + 1) * _MINUTE_BUCKET_S + MINUTE_S,
-        day_frees_at=None if dlo < 0 else (dlo + 1) * _DAY_BUCKET_S + DAY_S,
+        minute_frees_at=None if mlo < 0 else (mlo + 1) * MINUTE_BUCKET_S + MINUTE_S,
+        day_frees_at=None if dlo < 0 else (dlo + 1) * DAY_BUCKET_S + DAY_S,
     )
 
 
